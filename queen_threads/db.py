@@ -1,0 +1,288 @@
+"""The only module that touches psycopg2: a greenlet-safe pool and driver-error mapping.
+
+Connections are autocommit: every stored-function call is its own transaction, so one
+HTTP request costs one round trip. `transaction()` gives an explicit BEGIN/COMMIT block.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg2
+import psycopg2.errors
+import psycopg2.extensions
+
+from queen_threads.errors import DatabaseError, DatabaseUnavailable, ValidationError
+
+log = logging.getLogger("queen_threads.db")
+
+Connection = psycopg2.extensions.connection
+Params = Sequence[Any] | dict[str, Any] | None
+
+# SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
+_UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    dsn: str
+    max_size: int
+    acquire_timeout_s: float
+    connect_timeout_s: int = 2
+    statement_timeout_ms: int = 30000
+    lock_timeout_ms: int = 10000
+    idle_in_transaction_timeout_ms: int = 30000
+    application_name: str = "queen-threads"
+
+
+def make_cooperative() -> None:
+    """Make psycopg2 yield to other greenlets while it waits on the network (gevent)."""
+    from psycogreen.gevent import patch_psycopg
+
+    patch_psycopg()
+
+
+def translate(exc: BaseException) -> Exception:
+    """Map a driver error to the project's own exception."""
+    if isinstance(exc, psycopg2.InterfaceError | psycopg2.OperationalError):
+        code = getattr(exc, "pgcode", None) or ""
+        if isinstance(exc, psycopg2.errors.QueryCanceled):
+            return DatabaseUnavailable("database statement timed out")
+        if not code or code[:2] in _UNAVAILABLE_CLASSES:
+            return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
+    if isinstance(exc, psycopg2.Error):
+        code = getattr(exc, "pgcode", None) or ""
+        if code.startswith("22") or code in ("23514", "P0002"):
+            return ValidationError(_first_line(exc))
+        if code[:2] in _UNAVAILABLE_CLASSES or code in ("40001", "40P01", "55P03"):
+            return DatabaseUnavailable(f"database busy: {_first_line(exc)}")
+        return DatabaseError(_first_line(exc))
+    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (getattr(exc, "pgerror", None) or str(exc) or type(exc).__name__).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.removeprefix("ERROR:").strip()
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    return isinstance(translate(exc), DatabaseUnavailable) and not isinstance(
+        exc, psycopg2.errors.QueryCanceled
+    )
+
+
+class Pool:
+    """A bounded, lazily-filled connection pool.
+
+    A caller waits (up to `acquire_timeout_s`) when every connection is busy, then gets
+    DatabaseUnavailable. Idle connections whose socket became readable (the server closed
+    them, e.g. after a PostgreSQL restart) are discarded at checkout, and a connection
+    error empties the idle list, so the next requests succeed on fresh connections.
+    """
+
+    def __init__(self, config: PoolConfig) -> None:
+        self.config = config
+        self._idle: deque[Connection] = deque()
+        self._size = 0
+        self._waiting = 0
+        self._closed = False
+        self._cond = threading.Condition(threading.Lock())
+
+    # -- checkout -------------------------------------------------------------------
+    def _take(self) -> Connection | None:
+        """Reserve an idle connection or a slot for a new one; None means 'open one'."""
+        deadline = time.monotonic() + self.config.acquire_timeout_s
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise DatabaseUnavailable("database pool is closed")
+                if self._idle:
+                    return self._idle.pop()
+                if self._size < self.config.max_size:
+                    self._size += 1
+                    return None
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise DatabaseUnavailable(
+                        "no database connection became free in time", retry_after=1
+                    )
+                self._waiting += 1
+                try:
+                    self._cond.wait(remaining)
+                finally:
+                    self._waiting -= 1
+
+    def _open(self) -> Connection:
+        cfg = self.config
+        options = (
+            f"-c statement_timeout={cfg.statement_timeout_ms} "
+            f"-c lock_timeout={cfg.lock_timeout_ms} "
+            f"-c idle_in_transaction_session_timeout={cfg.idle_in_transaction_timeout_ms}"
+        )
+        conn = psycopg2.connect(
+            cfg.dsn,
+            connect_timeout=cfg.connect_timeout_s,
+            options=options,
+            application_name=cfg.application_name,
+        )
+        conn.autocommit = True
+        return conn
+
+    def acquire(self) -> Connection:
+        while True:
+            conn = self._take()
+            if conn is None:
+                try:
+                    return self._open()
+                except Exception as exc:
+                    self._forget()
+                    raise translate(exc) from exc
+            if _looks_alive(conn):
+                return conn
+            self._discard(conn)
+
+    def release(self, conn: Connection, broken: bool = False) -> None:
+        if broken or conn.closed or self._closed:
+            self._discard(conn)
+            return
+        if conn.info.transaction_status != psycopg2.extensions.TRANSACTION_STATUS_IDLE:
+            try:
+                conn.rollback()
+            except Exception:
+                self._discard(conn)
+                return
+        with self._cond:
+            self._idle.append(conn)
+            self._cond.notify()
+
+    def _forget(self) -> None:
+        with self._cond:
+            self._size -= 1
+            self._cond.notify()
+
+    def _discard(self, conn: Connection) -> None:
+        with suppress(Exception):
+            conn.close()
+        self._forget()
+
+    def flush_idle(self) -> None:
+        """Close every idle connection (after a connection error they are likely dead too)."""
+        with self._cond:
+            stale = list(self._idle)
+            self._idle.clear()
+            self._size -= len(stale)
+            self._cond.notify_all()
+        for conn in stale:
+            with suppress(Exception):
+                conn.close()
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+        self.flush_idle()
+
+    def stats(self) -> dict[str, int]:
+        with self._cond:
+            return {
+                "poolSize": self.config.max_size,
+                "open": self._size,
+                "idleConnections": len(self._idle),
+                "inUse": self._size - len(self._idle),
+                "waitingRequests": self._waiting,
+            }
+
+
+def _looks_alive(conn: Connection) -> bool:
+    """An idle connection must have nothing to read; readable means closed by the server."""
+    if conn.closed:
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
+
+
+class Database:
+    """Narrow query interface over the pool; the only caller of the driver."""
+
+    def __init__(self, config: PoolConfig) -> None:
+        self.pool = Pool(config)
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection]:
+        conn = self.pool.acquire()
+        broken = False
+        try:
+            yield conn
+        except psycopg2.Error as exc:
+            broken = _is_connection_error(exc) or conn.closed != 0
+            if broken:
+                self.pool.flush_idle()
+            raise translate(exc) from exc
+        finally:
+            self.pool.release(conn, broken=broken)
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg2.extensions.cursor]:
+        with self.connection() as conn:
+            conn.autocommit = False
+            try:
+                with conn.cursor() as cur:
+                    yield cur
+                conn.commit()
+            except BaseException:
+                if not conn.closed:
+                    conn.rollback()
+                raise
+            finally:
+                if not conn.closed:
+                    conn.autocommit = True
+
+    def execute(self, sql: str, params: Params = None) -> int:
+        with self.connection() as conn, conn.cursor() as cur:
+            cur.execute(sql, params)
+            return int(cur.rowcount)
+
+    def fetch_one(self, sql: str, params: Params = None) -> tuple[Any, ...] | None:
+        with self.connection() as conn, conn.cursor() as cur:
+            cur.execute(sql, params)
+            row = cur.fetchone()
+            return tuple(row) if row is not None else None
+
+    def fetch_all(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        with self.connection() as conn, conn.cursor() as cur:
+            cur.execute(sql, params)
+            return [tuple(r) for r in cur.fetchall()]
+
+    def fetch_value(self, sql: str, params: Params = None) -> Any:
+        row = self.fetch_one(sql, params)
+        return row[0] if row else None
+
+    def ping(self) -> bool:
+        try:
+            return self.fetch_value("SELECT 1") == 1
+        except Exception:
+            return False
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def connect_raw(dsn: str, connect_timeout_s: int = 5) -> Connection:
+    """A standalone autocommit connection (migrations, LISTEN); errors are translated."""
+    try:
+        conn = psycopg2.connect(dsn, connect_timeout=connect_timeout_s)
+    except psycopg2.Error as exc:
+        raise translate(exc) from exc
+    conn.autocommit = True
+    return conn

@@ -1,0 +1,43 @@
+"""The project's single exception hierarchy. HTTP mapping lives in `http/errors.py`."""
+
+from __future__ import annotations
+
+
+class QueenError(Exception):
+    """Root of every error queen-threads raises on purpose."""
+
+
+class ConfigError(QueenError):
+    """A setting is malformed; the process must not start."""
+
+
+class ValidationError(QueenError):
+    """A request is malformed (answered 400)."""
+
+
+class NotFound(QueenError):
+    """The addressed resource does not exist (answered 404)."""
+
+
+class PayloadTooLarge(QueenError):
+    """The request body is over MAX_BODY_SIZE (answered 413)."""
+
+
+class Unavailable(QueenError):
+    """A temporary condition; the client should retry (answered 503)."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class DatabaseUnavailable(Unavailable):
+    """PostgreSQL cannot be reached, or no pooled connection freed up in time."""
+
+
+class DatabaseError(QueenError):
+    """PostgreSQL rejected a statement for a reason that is not the client's fault."""
+
+
+class MigrationError(QueenError):
+    """The schema could not be brought up to date."""

@@ -1,0 +1,54 @@
+"""Cross-cutting request handling: request ids, CORS, preflight, access log, counters."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+import falcon
+
+from queen_threads.services.stats import RequestStats
+
+access_log = logging.getLogger("queen_threads.access")
+
+CORS_HEADERS = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS",
+    "Access-Control-Allow-Headers": "Content-Type, Authorization",
+    "Access-Control-Max-Age": "86400",
+}
+
+
+class RequestContext:
+    """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
+
+    def __init__(self, stats: RequestStats) -> None:
+        self.stats = stats
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.started = time.monotonic()
+        incoming = req.get_header("X-Request-Id")
+        req.context.request_id = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
+        resp.set_headers(CORS_HEADERS)
+        resp.set_header("X-Request-Id", req.context.request_id)
+        if req.method == "OPTIONS":
+            resp.status = 204
+            resp.complete = True
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
+    ) -> None:
+        started = getattr(req.context, "started", None)
+        elapsed_ms = (time.monotonic() - started) * 1000 if started else 0.0
+        status = resp.status_code
+        self.stats.record(status, elapsed_ms)
+        access_log.info(
+            "%s %s %d %.1fms",
+            req.method,
+            req.relative_uri,
+            status,
+            elapsed_ms,
+            extra={"request_id": getattr(req.context, "request_id", None)},
+        )

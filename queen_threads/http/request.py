@@ -1,0 +1,86 @@
+"""Request parsing helpers: JSON bodies and typed query parameters, failing with 400/413."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+import orjson
+
+from queen_threads.errors import PayloadTooLarge, ValidationError
+
+TRUE_VALUES = ("true", "1")
+
+
+def read_body(req: falcon.Request, max_size: int) -> bytes:
+    length = req.content_length
+    if length is not None and length > max_size:
+        raise PayloadTooLarge(f"Request body too large: {length} bytes (limit {max_size})")
+    data = req.bounded_stream.read(max_size + 1)
+    if len(data) > max_size:
+        raise PayloadTooLarge(f"Request body too large (limit {max_size} bytes)")
+    return bytes(data)
+
+
+def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> Any:
+    """The parsed JSON body. An empty body is a 400 unless `allow_empty` (then None)."""
+    data = read_body(req, max_size)
+    if not data.strip():
+        if allow_empty:
+            return None
+        raise ValidationError("Empty request body")
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError(f"Invalid JSON: {exc}") from None
+
+
+def json_object(req: falcon.Request, max_size: int, allow_empty: bool = False) -> dict[str, Any]:
+    body = json_body(req, max_size, allow_empty)
+    if body is None:
+        return {}
+    if not isinstance(body, dict):
+        raise ValidationError("Request body must be a JSON object")
+    return body
+
+
+def int_param(
+    req: falcon.Request, name: str, default: int, minimum: int, maximum: int | None = None
+) -> int:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ValidationError(f"{name} must be {bound}, got {value}")
+    return value
+
+
+def bool_param(req: falcon.Request, name: str, default: bool = False) -> bool:
+    raw = req.get_param(name)
+    if raw is None or raw == "":
+        return default
+    return raw.strip().lower() in TRUE_VALUES
+
+
+def str_param(req: falcon.Request, name: str) -> str | None:
+    raw = req.get_param(name)
+    return raw if raw not in (None, "") else None
+
+
+def media(resp: falcon.Response, body: Any, status: int = 200) -> None:
+    """Serialise with orjson (fast, exact round-trip of any JSON value)."""
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = orjson.dumps(body)
+
+
+def raw_json(resp: falcon.Response, text: str | bytes, status: int = 200) -> None:
+    """Send JSON text produced by PostgreSQL without parsing it again."""
+    resp.status = status
+    resp.content_type = falcon.MEDIA_JSON
+    resp.data = text.encode("utf-8") if isinstance(text, str) else text

@@ -1,0 +1,97 @@
+"""Brings a database's `queen` schema up to date.
+
+Versioned migrations (`schema/migrations/NNNN_*.sql`) run once each; stored-function files
+(`schema/functions/*.sql`) are re-applied whenever their content changes. Everything runs
+under one advisory lock, so workers and instances starting together take turns, and each
+file is applied in its own transaction together with its bookkeeping row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from queen_threads import db, queries
+from queen_threads.errors import MigrationError, QueenError
+from queen_threads.paths import FUNCTIONS_DIR, MIGRATIONS_DIR
+
+log = logging.getLogger("queen_threads.migrate")
+
+# Arbitrary constant shared by every queen-threads process: "queenmig" as an int64.
+ADVISORY_LOCK_KEY = 0x7175_6565_6E6D_6967
+
+
+@dataclass(frozen=True)
+class SchemaFile:
+    version: str
+    name: str
+    kind: str  # "migration" or "function"
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        return hashlib.sha256(self.sql.encode("utf-8")).hexdigest()
+
+
+def schema_files(
+    migrations_dir: Path = MIGRATIONS_DIR, functions_dir: Path = FUNCTIONS_DIR
+) -> list[SchemaFile]:
+    files = [
+        SchemaFile(p.stem.split("_", 1)[0], p.stem, "migration", p.read_text("utf-8"))
+        for p in sorted(migrations_dir.glob("*.sql"))
+    ]
+    files += [
+        SchemaFile(f"fn:{p.stem}", p.stem, "function", p.read_text("utf-8"))
+        for p in sorted(functions_dir.glob("*.sql"))
+    ]
+    return files
+
+
+def migrate(dsn: str) -> list[str]:
+    """Apply what is missing or changed; returns the names applied. Idempotent."""
+    try:
+        conn = db.connect_raw(dsn)
+    except QueenError as exc:
+        raise MigrationError(f"cannot connect to the database: {exc}") from exc
+    applied_now: list[str] = []
+    try:
+        with conn.cursor() as cur:
+            cur.execute(queries.get("advisory_lock"), (ADVISORY_LOCK_KEY,))
+            try:
+                cur.execute(queries.get("create_migrations_table"))
+                cur.execute(queries.get("applied_migrations"))
+                applied = dict(cur.fetchall())
+                for f in schema_files():
+                    if f.kind == "migration" and f.version in applied:
+                        continue
+                    if f.kind == "function" and applied.get(f.version) == f.checksum:
+                        continue
+                    _apply(conn, f)
+                    applied_now.append(f.name)
+            finally:
+                cur.execute(queries.get("advisory_unlock"), (ADVISORY_LOCK_KEY,))
+    except Exception as exc:
+        if isinstance(exc, MigrationError):
+            raise
+        raise MigrationError(f"migration failed: {db.translate(exc)}") from exc
+    finally:
+        conn.close()
+    for name in applied_now:
+        log.info("applied %s", name)
+    return applied_now
+
+
+def _apply(conn: db.Connection, f: SchemaFile) -> None:
+    conn.autocommit = False
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f.sql)
+            cur.execute(queries.get("record_migration"), (f.version, f.name, f.kind, f.checksum))
+        conn.commit()
+    except Exception as exc:
+        conn.rollback()
+        raise MigrationError(f"{f.name}: {db.translate(exc)}") from exc
+    finally:
+        conn.autocommit = True

@@ -1,0 +1,12 @@
+"""Where the non-Python parts of the project live (the repository's top-level folders)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_DIR = ROOT / "schema"
+MIGRATIONS_DIR = SCHEMA_DIR / "migrations"
+FUNCTIONS_DIR = SCHEMA_DIR / "functions"
+QUERIES_FILE = SCHEMA_DIR / "queries.sql"
+GUNICORN_CONFIG = ROOT / "config" / "gunicorn.conf.py"

@@ -1,0 +1,40 @@
+"""Loads `schema/queries.sql`: every statement the Python side runs, by name.
+
+The file is a sequence of blocks, each starting with `-- name: <name>` followed by an
+optional `-- <one-line description>` and the statement.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from pathlib import Path
+
+from queen_threads.paths import QUERIES_FILE
+
+_HEADER = re.compile(r"^--\s*name:\s*([a-z0-9_]+)\s*$", re.MULTILINE)
+
+
+def parse(text: str) -> dict[str, str]:
+    parts = _HEADER.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"query {name!r} is defined twice")
+        lines = [ln for ln in body.strip().splitlines() if not ln.lstrip().startswith("--")]
+        queries[name] = "\n".join(lines).strip().rstrip(";")
+    return queries
+
+
+@cache
+def _load(path: Path) -> dict[str, str]:
+    return parse(path.read_text(encoding="utf-8"))
+
+
+def get(name: str) -> str:
+    """The SQL text of a named query; KeyError if the name is unknown."""
+    return _load(QUERIES_FILE)[name]
+
+
+def names() -> set[str]:
+    return set(_load(QUERIES_FILE))

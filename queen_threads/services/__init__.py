@@ -1,0 +1,1 @@
+"""Per-worker background services and process-wide counters."""

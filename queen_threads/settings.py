@@ -1,0 +1,215 @@
+"""One frozen, validated Settings object built from environment variables (and `.env`).
+
+Every variable is declared once here, with its default, its parser and a one-line doc;
+`docs/configuration.md` documents the same table (a unit test keeps them in step).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+from urllib.parse import quote
+
+from dotenv import dotenv_values
+
+from queen_threads.errors import ConfigError
+
+Parser = Callable[[str], Any]
+
+LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error")
+SUBSCRIPTION_MODES = ("", "all", "from_beginning", "new", "new-only")
+
+
+def _int(minimum: int | None = None, maximum: int | None = None) -> Parser:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ValueError(f"must be <= {maximum}, got {value}")
+        return value
+
+    return parse
+
+
+def _float(minimum: float) -> Parser:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"expected a number, got {raw!r}") from None
+        if value < minimum:
+            raise ValueError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off", ""):
+        return False
+    raise ValueError(f"expected true or false, got {raw!r}")
+
+
+def _str(raw: str) -> str:
+    return raw.strip()
+
+
+def _choice(*choices: str) -> Parser:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(repr(c) for c in choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _hex_key(raw: str) -> str:
+    value = raw.strip()
+    if value and (len(value) != 64 or any(c not in "0123456789abcdefABCDEF" for c in value)):
+        raise ValueError("must be exactly 64 hexadecimal characters (a 32-byte AES-256 key)")
+    return value.lower()
+
+
+def _csv(raw: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
+
+
+def _cpu_count() -> int:
+    return os.cpu_count() or 1
+
+
+def env(name: str, default: Any, parser: Parser, doc: str) -> Any:
+    """Declare a setting: the dataclass field's metadata carries its env name and parser."""
+    meta = {"env": name, "parser": parser, "doc": doc}
+    if callable(default):
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """All configuration of a queen-threads process. Build it with `load_settings()`."""
+
+    # --- HTTP server -----------------------------------------------------------------
+    host: str = env("HOST", "0.0.0.0", _str, "Address the HTTP server binds.")
+    port: int = env("PORT", 6632, _int(1, 65535), "HTTP port.")
+    num_workers: int = env(
+        "NUM_WORKERS", _cpu_count, _int(1, 256), "gunicorn worker processes (default: CPU count)."
+    )
+    worker_connections: int = env(
+        "WORKER_CONNECTIONS",
+        10000,
+        _int(10),
+        "Concurrent connections per worker process (parked long polls count).",
+    )
+    graceful_timeout: int = env(
+        "GRACEFUL_TIMEOUT", 30, _int(1), "Seconds a worker may take to finish on SIGTERM."
+    )
+    max_body_size: int = env(
+        "MAX_BODY_SIZE", 64 * 1024 * 1024, _int(1024), "Largest accepted request body, bytes (413)."
+    )
+    log_level: str = env("LOG_LEVEL", "info", _choice(*LOG_LEVELS), "Log level.")
+
+    # --- Database --------------------------------------------------------------------
+    database_url: str = env(
+        "DATABASE_URL", "", _str, "libpq URL of the database; overrides the PG_* variables."
+    )
+    pg_host: str = env(
+        "PG_HOST", "", _str, "PostgreSQL host. Unset (with no DATABASE_URL): embedded."
+    )
+    pg_port: int = env("PG_PORT", 5432, _int(1, 65535), "PostgreSQL port.")
+    pg_user: str = env("PG_USER", "postgres", _str, "PostgreSQL user.")
+    pg_password: str = env("PG_PASSWORD", "postgres", _str, "PostgreSQL password.")
+    pg_db: str = env("PG_DB", "postgres", _str, "PostgreSQL database name.")
+    pg_use_ssl: bool = env("PG_USE_SSL", False, _bool, "sslmode=require when true.")
+    db_pool_size: int = env(
+        "DB_POOL_SIZE",
+        150,
+        _int(2),
+        "Connections per server instance, shared out across the worker processes.",
+    )
+    db_connection_timeout_ms: int = env(
+        "DB_CONNECTION_TIMEOUT", 2000, _int(1000), "Connect timeout, ms."
+    )
+    db_statement_timeout_ms: int = env(
+        "DB_STATEMENT_TIMEOUT", 30000, _int(0), "Per-connection statement_timeout, ms."
+    )
+    db_lock_timeout_ms: int = env(
+        "DB_LOCK_TIMEOUT", 10000, _int(0), "Per-connection lock_timeout, ms."
+    )
+    db_idle_timeout_ms: int = env(
+        "DB_IDLE_TIMEOUT", 30000, _int(0), "idle_in_transaction_session_timeout, ms."
+    )
+    db_pool_acquisition_timeout_ms: int = env(
+        "DB_POOL_ACQUISITION_TIMEOUT",
+        10000,
+        _int(1),
+        "How long a request waits for a free pooled connection before a 503, ms.",
+    )
+    data_dir: str = env(
+        "QUEEN_DATA_DIR", ".queen-data", _str, "Folder of the embedded PostgreSQL's data."
+    )
+    embedded_pg_port: int = env(
+        "EMBEDDED_PG_PORT", 0, _int(0, 65535), "Port of the embedded PostgreSQL (0: any free port)."
+    )
+
+    @property
+    def uses_embedded_database(self) -> bool:
+        return not self.database_url and not self.pg_host
+
+    def dsn(self) -> str:
+        """The libpq connection string of the configured (not embedded) database."""
+        if self.database_url:
+            return self.database_url
+        if not self.pg_host:
+            raise ConfigError(
+                "no database configured: set DATABASE_URL or PG_HOST, "
+                "or start with `queen-threads serve`, which runs an embedded PostgreSQL"
+            )
+        ssl = "require" if self.pg_use_ssl else "disable"
+        return (
+            f"postgresql://{quote(self.pg_user, safe='')}:{quote(self.pg_password, safe='')}"
+            f"@{self.pg_host}:{self.pg_port}/{quote(self.pg_db, safe='')}?sslmode={ssl}"
+        )
+
+    def workers_pool_size(self) -> int:
+        """Pool size of one worker process: the instance budget shared out across workers."""
+        return max(2, self.db_pool_size // self.num_workers)
+
+
+def setting_fields() -> list[Any]:
+    return [f for f in fields(Settings) if "env" in f.metadata]
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, dotenv_path: str | None = ".env"
+) -> Settings:
+    """Read the environment (and `.env` below it), validate, and return Settings.
+
+    Raises ConfigError naming the variable for a malformed value.
+    """
+    source: dict[str, str] = {}
+    if dotenv_path and os.path.exists(dotenv_path):
+        source.update({k: v for k, v in dotenv_values(dotenv_path).items() if v is not None})
+    source.update(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    for f in setting_fields():
+        name = f.metadata["env"]
+        raw = source.get(name)
+        if raw is None:
+            continue
+        try:
+            values[f.name] = f.metadata["parser"](raw)
+        except ValueError as exc:
+            raise ConfigError(f"invalid {name}: {exc}") from None
+    return Settings(**values)

@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+import httpx
+
+from queen_threads import migrate
+from queen_threads.embedded import EmbeddedPostgres
+from tests.support.server import ServerProcess
+
+
+def test_health_is_200_with_database_connected(server: ServerProcess) -> None:
+    r = httpx.get(f"{server.url}/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "healthy"
+    assert body["database"] == "connected"
+    assert r.headers["access-control-allow-origin"] == "*"
+    assert r.headers["x-request-id"]
+
+
+def test_unknown_route_is_json_404(server: ServerProcess) -> None:
+    r = httpx.get(f"{server.url}/nope/nothing")
+    assert r.status_code == 404
+    assert r.headers["content-type"].startswith("application/json")
+    assert r.json() == {"error": "Not found: GET /nope/nothing"}
+
+
+def test_preflight_and_request_id_echo(server: ServerProcess) -> None:
+    r = httpx.options(f"{server.url}/api/v1/push")
+    assert r.status_code == 204
+    assert "POST" in r.headers["access-control-allow-methods"]
+    r = httpx.get(f"{server.url}/health", headers={"X-Request-Id": "abc-123"})
+    assert r.headers["x-request-id"] == "abc-123"
+
+
+def test_server_stops_cleanly_on_sigterm(migrated_dsn: str) -> None:
+    srv = ServerProcess(migrated_dsn, workers=2).start()
+    assert srv.stop() == 0
+    assert "Traceback" not in srv.logs()
+
+
+def test_health_503_when_database_stops_then_recovers(private_pg: EmbeddedPostgres) -> None:
+    migrate.migrate(private_pg.dsn)
+    with ServerProcess(private_pg.dsn, workers=1, DB_POOL_ACQUISITION_TIMEOUT=1000) as srv:
+        assert httpx.get(f"{srv.url}/health").status_code == 200
+        private_pg.stop()
+        r = httpx.get(f"{srv.url}/health", timeout=10)
+        assert r.status_code == 503
+        assert r.json()["database"] == "disconnected"
+        private_pg.restart()
+        r = httpx.get(f"{srv.url}/health", timeout=10)
+        assert r.status_code == 200, "no server restart needed"

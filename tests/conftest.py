@@ -1,0 +1,136 @@
+"""The PostgreSQL fixture shared by every tier.
+
+The server comes from `DATABASE_URL` or the libpq `PG*` variables when set; otherwise a
+throwaway embedded PostgreSQL (the same code `queen-threads serve` uses) is started for
+the session. A template database is migrated once per session and every test that needs a
+database gets a fresh `CREATE DATABASE ... TEMPLATE` copy.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import psycopg2.extensions
+import pytest
+
+from queen_threads import migrate
+from queen_threads.db import Database, PoolConfig
+from queen_threads.embedded import EmbeddedPostgres
+from tests.support.server import ServerProcess
+
+
+def _configured_admin_dsn() -> str | None:
+    if os.environ.get("DATABASE_URL"):
+        return os.environ["DATABASE_URL"]
+    if os.environ.get("PGHOST"):
+        return ""  # libpq reads PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE itself
+    return None
+
+
+def _with_db(dsn: str, dbname: str) -> str:
+    return psycopg2.extensions.make_dsn(dsn, dbname=dbname)
+
+
+def _admin(dsn: str) -> psycopg2.extensions.connection:
+    conn = psycopg2.connect(dsn)
+    conn.autocommit = True
+    return conn
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    configured = _configured_admin_dsn()
+    if configured is not None:
+        yield configured
+        return
+    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    dsn = server.start()
+    try:
+        yield dsn
+    finally:
+        server.stop("immediate")
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_dsn: str) -> Iterator[str]:
+    name = f"queen_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    conn = _admin(pg_admin_dsn)
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    migrate.migrate(_with_db(pg_admin_dsn, name))
+    try:
+        yield name
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
+
+
+@pytest.fixture
+def fresh_db(pg_admin_dsn: str) -> Iterator[str]:
+    """An empty database (no schema) and its DSN."""
+    name = f"queen_t_{uuid.uuid4().hex[:12]}"
+    conn = _admin(pg_admin_dsn)
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield _with_db(pg_admin_dsn, name)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
+
+
+@pytest.fixture
+def migrated_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+    """DSN of a fresh copy of the migrated template database."""
+    name = f"queen_t_{uuid.uuid4().hex[:12]}"
+    conn = _admin(pg_admin_dsn)
+    with conn.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        yield _with_db(pg_admin_dsn, name)
+    finally:
+        with conn.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.close()
+
+
+@pytest.fixture
+def pg_conn(migrated_dsn: str) -> Iterator[psycopg2.extensions.connection]:
+    conn = _admin(migrated_dsn)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def database(migrated_dsn: str) -> Iterator[Database]:
+    db = Database(PoolConfig(dsn=migrated_dsn, max_size=8, acquire_timeout_s=5))
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+@pytest.fixture
+def private_pg(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
+    """A PostgreSQL of the test's own, which the test may stop and start again."""
+    server = EmbeddedPostgres(tmp_path / "private-pg")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop("immediate")
+
+
+@pytest.fixture
+def server(migrated_dsn: str) -> Iterator[ServerProcess]:
+    """The real gunicorn -k gevent server (2 workers) on a fresh database."""
+    with ServerProcess(migrated_dsn, workers=2) as srv:
+        yield srv

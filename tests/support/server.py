@@ -1,0 +1,84 @@
+"""Start the real `gunicorn -k gevent` server in a subprocess for acceptance tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from queen_threads.embedded import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class ServerProcess:
+    """One queen-threads server (gunicorn master + workers) on a free loopback port."""
+
+    def __init__(self, dsn: str, workers: int = 2, **env: Any) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ)
+        for key in ("PG_HOST", "PGHOST"):
+            self.env.pop(key, None)
+        self.env.update(
+            DATABASE_URL=dsn,
+            HOST="127.0.0.1",
+            PORT=str(self.port),
+            NUM_WORKERS=str(workers),
+            LOG_LEVEL="warn",
+            GRACEFUL_TIMEOUT="10",
+        )
+        self.env.update({k: str(v) for k, v in env.items()})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"queen-server-{self.port}.log"
+
+    def start(self, timeout: float = 30) -> ServerProcess:
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "config" / "gunicorn.conf.py"),
+             "queen_threads.wsgi:app"],
+            env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        self.wait_healthy(timeout)
+        return self
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.logs()}")
+            try:
+                r = httpx.get(f"{self.url}/health", timeout=2)
+                if r.status_code == 200 and r.json().get("schema") == "ready":
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not healthy in {timeout}s:\n{self.logs()}")
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from queen_threads.errors import ConfigError
+from queen_threads.settings import load_settings, setting_fields
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+def test_defaults_follow_the_original() -> None:
+    s = load_settings({}, dotenv_path=None)
+    assert s.port == 6632
+    assert s.host == "0.0.0.0"
+    assert s.db_pool_size == 150
+    assert s.db_statement_timeout_ms == 30000
+    assert s.uses_embedded_database
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("PORT", "abc"), ("PORT", "70000"), ("DB_POOL_SIZE", "1"), ("LOG_LEVEL", "loud"),
+     ("PG_USE_SSL", "maybe")],
+)  # fmt: skip
+def test_malformed_value_names_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"invalid {name}: "):
+        load_settings({name: value}, dotenv_path=None)
+
+
+def test_dotenv_file_is_read_and_environment_wins(tmp_path: Path) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("PORT=7001\nPG_HOST=db.example\n")
+    s = load_settings({"PG_HOST": "other"}, dotenv_path=str(env_file))
+    assert s.port == 7001
+    assert s.pg_host == "other"
+    assert not s.uses_embedded_database
+
+
+def test_dsn_from_pg_variables_and_database_url() -> None:
+    s = load_settings({"PG_HOST": "h", "PG_PORT": "5555", "PG_USER": "u", "PG_PASSWORD": "p@ss",
+                       "PG_DB": "d"}, dotenv_path=None)  # fmt: skip
+    assert s.dsn() == "postgresql://u:p%40ss@h:5555/d?sslmode=disable"
+    s = load_settings({"DATABASE_URL": "postgresql://x@y/z", "PG_HOST": "h"}, dotenv_path=None)
+    assert s.dsn() == "postgresql://x@y/z"
+
+
+def test_no_database_configured_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="no database configured"):
+        load_settings({}, dotenv_path=None).dsn()
+
+
+def test_pool_budget_is_shared_across_workers() -> None:
+    s = load_settings({"DB_POOL_SIZE": "40", "NUM_WORKERS": "4"}, dotenv_path=None)
+    assert s.workers_pool_size() == 10
+
+
+def test_every_variable_is_documented_in_configuration_md() -> None:
+    documented = set(re.findall(r"^\|\s*`([A-Z][A-Z0-9_]+)`", DOCS.read_text(), re.MULTILINE))
+    declared = {f.metadata["env"] for f in setting_fields()}
+    assert declared <= documented, f"undocumented: {sorted(declared - documented)}"
+    assert documented <= declared, f"documented but not read: {sorted(documented - declared)}"
