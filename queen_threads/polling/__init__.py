@@ -1,0 +1,48 @@
+"""In-process long polling of one gunicorn worker: intentions, registry, poll workers.
+
+A ``wait=true`` pop opens a slot in its :class:`ResponseQueue`, registers a
+:class:`PollIntention` in the :class:`PollIntentionRegistry` and wakes the owning
+:class:`PollWorker`; the worker pops for the intention's group through a :class:`Popper`
+and posts the answer back. :class:`LongPollService` wraps that flow for the HTTP layer.
+"""
+
+from .backoff import BackoffPolicy, BackoffState
+from .clock import Clock, ManualClock
+from .errors import PollingError, RegistryClosed, RegistryFull
+from .intention import QUEUE_MODE, WILDCARD, GroupSelector, PollIntention
+from .longpoll import NO_CONTENT, LongPollService, Waker
+from .popper import LeaseReleaser, Popper, PopResult
+from .registry import PollIntentionRegistry, RegistryStats
+from .responses import Response, ResponseQueue, ResponseQueues
+from .sharding import shard_of
+from .worker import WAKE_SOURCES, PollWorker, PollWorkerPool, WorkerCounters
+
+__all__ = [
+    "NO_CONTENT",
+    "QUEUE_MODE",
+    "WAKE_SOURCES",
+    "WILDCARD",
+    "BackoffPolicy",
+    "BackoffState",
+    "Clock",
+    "GroupSelector",
+    "LeaseReleaser",
+    "LongPollService",
+    "ManualClock",
+    "PollIntention",
+    "PollIntentionRegistry",
+    "PollWorker",
+    "PollWorkerPool",
+    "PollingError",
+    "PopResult",
+    "Popper",
+    "RegistryClosed",
+    "RegistryFull",
+    "RegistryStats",
+    "Response",
+    "ResponseQueue",
+    "ResponseQueues",
+    "Waker",
+    "WorkerCounters",
+    "shard_of",
+]

@@ -1,0 +1,97 @@
+"""A waiting long poll (``PollIntention``) and the group it belongs to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+QUEUE_MODE = "__QUEUE_MODE__"
+"""Consumer group of competing consumers that share one cursor (no ``consumerGroup``)."""
+
+WILDCARD = "*"
+"""Stands for an unset part of a grouping key."""
+
+
+def _part(value: str | None) -> str:
+    return WILDCARD if value is None else value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSelector:
+    """What a group of intentions waits for; used to find the groups a push can satisfy.
+
+    Queue mode has ``queue`` set (``partition`` None = any partition). Namespace mode has
+    ``queue`` None and waits on every queue whose namespace/task match the set parts.
+    """
+
+    queue: str | None
+    partition: str | None
+    namespace: str | None
+    task: str | None
+    consumer_group: str
+
+    def matches(
+        self,
+        queue: str,
+        partition: str | None,
+        group: str | None,
+        namespace: str | None,
+        task: str | None,
+    ) -> bool:
+        """Could new messages in ``queue``/``partition`` (of that namespace and task),
+        available to ``group`` (None: to every group), satisfy this selector?"""
+        if group is not None and group != self.consumer_group:
+            return False
+        if self.queue is not None:
+            if self.queue != queue:
+                return False
+            return partition is None or self.partition is None or self.partition == partition
+        return self.namespace in (None, namespace) and self.task in (None, task)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollIntention:
+    """One ``wait=true`` pop waiting in the registry until messages arrive or it expires.
+
+    ``worker_id`` names the response queue of the HTTP worker that holds the request;
+    ``deadline`` and ``created_at`` are monotonic seconds (the registry's clock). Either
+    ``queue`` (optionally with ``partition``) or ``namespace``/``task`` is set.
+    """
+
+    request_id: str
+    worker_id: int
+    queue: str | None = None
+    partition: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    consumer_group: str = QUEUE_MODE
+    batch: int = 1
+    partitions: int = 1
+    subscription_mode: str | None = None
+    subscription_from: str | None = None
+    deadline: float
+    created_at: float
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise ValueError(f"batch must be >= 1, got {self.batch}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
+        if self.queue is None and self.partition is not None:
+            raise ValueError("a partition needs a queue")
+
+    @property
+    def namespace_mode(self) -> bool:
+        """True for ``/api/v1/pop?namespace=&task=`` (no queue)."""
+        return self.queue is None
+
+    def grouping_key(self) -> str:
+        """``queue:partition:group``, or ``namespace:task:group``; ``*`` for unset parts."""
+        if self.queue is not None:
+            return f"{self.queue}:{_part(self.partition)}:{self.consumer_group}"
+        return f"{_part(self.namespace)}:{_part(self.task)}:{self.consumer_group}"
+
+    def selector(self) -> GroupSelector:
+        """What this intention waits for, for push wake-ups."""
+        if self.queue is not None:
+            return GroupSelector(self.queue, self.partition, None, None, self.consumer_group)
+        return GroupSelector(None, None, self.namespace, self.task, self.consumer_group)

@@ -1,0 +1,327 @@
+"""The registry of waiting long polls of one process, grouped for the poll workers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .backoff import BackoffPolicy, BackoffState
+from .clock import Clock
+from .deadlines import DeadlineHeap
+from .errors import RegistryClosed, RegistryFull
+from .intention import GroupSelector, PollIntention
+from .sharding import shard_of
+from .wake_index import WakeIndex
+
+
+@dataclass(slots=True)
+class _Group:
+    shard: int
+    backoff: BackoffState
+    waiting: dict[str, None] = field(default_factory=dict)  # request ids, FIFO
+    selectors: set[GroupSelector] = field(default_factory=set)
+    # Set when a push or a first registration arrives while a round is in flight, so that
+    # the round's outcome does not push the group back into backoff (lost wake-up).
+    poked: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RegistryStats:
+    """Point-in-time counts of the registry."""
+
+    intentions: int
+    groups: int
+    in_flight: int
+    backoff_states: int
+    capacity: int
+    groups_per_shard: tuple[int, ...]
+
+
+class PollIntentionRegistry:
+    """Every waiting long poll of this process, with per-group backoff and in-flight marks.
+
+    One lock guards: intentions by request id; per grouping key the FIFO of waiting
+    request ids; the in-flight keys; the per-key backoff states; per shard (poll worker) a
+    min-heap of (deadline, request id). A key belongs to shard ``shard_of(key, workers)``.
+
+    A group whose first intention arrives is due at once (no first-check delay); later
+    arrivals join the FIFO and wait for the group's next round, a push, or their deadline.
+    """
+
+    def __init__(
+        self,
+        capacity: int = 10_000,
+        policy: BackoffPolicy | None = None,
+        worker_count: int = 2,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"registry capacity must be >= 1, got {capacity}")
+        if worker_count < 1:
+            raise ValueError(f"poll worker count must be >= 1, got {worker_count}")
+        self.capacity = capacity
+        self.policy = policy or BackoffPolicy()
+        self.worker_count = worker_count
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        self._intentions: dict[str, PollIntention] = {}
+        self._groups: dict[str, _Group] = {}
+        self._in_flight: set[str] = set()
+        self._active: list[dict[str, None]] = [{} for _ in range(worker_count)]
+        self._heaps = [DeadlineHeap() for _ in range(worker_count)]
+        self._live: list[int] = [0] * worker_count
+        self._index = WakeIndex()
+
+    # -- intentions ---------------------------------------------------------------------
+
+    def register(self, intention: PollIntention) -> int:
+        """Add ``intention``; return the shard that owns its group (wake that worker).
+
+        Raises :class:`RegistryFull` at capacity and :class:`RegistryClosed` after
+        :meth:`close`; never drops an intention silently.
+        """
+        key = intention.grouping_key()
+        with self._lock:
+            if self._closed:
+                raise RegistryClosed()
+            if intention.request_id in self._intentions:
+                raise ValueError(f"request id {intention.request_id!r} already registered")
+            if len(self._intentions) >= self.capacity:
+                raise RegistryFull(self.capacity)
+            now = self._clock()
+            group = self._groups.get(key)
+            if group is None:
+                group = _Group(shard_of(key, self.worker_count), self.policy.new_state(now))
+                self._groups[key] = group
+            if not group.waiting:
+                self._active[group.shard][key] = None
+                group.backoff.last_query = None
+                group.poked = key in self._in_flight
+            group.backoff.last_accessed = now
+            group.waiting[intention.request_id] = None
+            selector = intention.selector()
+            if selector not in group.selectors:
+                group.selectors.add(selector)
+                self._index.add(key, selector)
+            self._intentions[intention.request_id] = intention
+            self._heaps[group.shard].push(intention.deadline, intention.request_id)
+            self._live[group.shard] += 1
+            return group.shard
+
+    def remove(self, request_id: str) -> PollIntention | None:
+        """Remove and return the intention; ``None`` if already gone.
+
+        This is the atomic claim: whoever removes an intention owns answering it.
+        """
+        with self._lock:
+            return self._remove_locked(request_id)
+
+    def get(self, request_id: str) -> PollIntention | None:
+        """The intention if still waiting."""
+        with self._lock:
+            return self._intentions.get(request_id)
+
+    def snapshot(self) -> list[PollIntention]:
+        """Copy of every waiting intention, in registration order."""
+        with self._lock:
+            return list(self._intentions.values())
+
+    def size(self) -> int:
+        """Number of waiting intentions."""
+        with self._lock:
+            return len(self._intentions)
+
+    def close(self) -> None:
+        """Refuse new intentions from now on (shutdown)."""
+        with self._lock:
+            self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._closed
+
+    def drain(self) -> list[PollIntention]:
+        """Remove and return every waiting intention (shutdown: answer them 204)."""
+        with self._lock:
+            drained = list(self._intentions.values())
+            for intention in drained:
+                self._remove_locked(intention.request_id)
+            return drained
+
+    # -- groups -------------------------------------------------------------------------
+
+    def group_keys_for(self, shard: int) -> list[str]:
+        """Keys with waiting intentions owned by ``shard``, oldest group first."""
+        with self._lock:
+            return list(self._active[shard])
+
+    def intentions_for(self, key: str) -> list[PollIntention]:
+        """The group's waiting intentions in FIFO (registration) order."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return []
+            return [self._intentions[rid] for rid in group.waiting]
+
+    def mark_in_flight(self, key: str) -> bool:
+        """Claim ``key`` for one pop round; False if another round holds it."""
+        with self._lock:
+            if key in self._in_flight:
+                return False
+            self._in_flight.add(key)
+            group = self._groups.get(key)
+            if group is not None:
+                group.poked = False
+            return True
+
+    def unmark_in_flight(self, key: str) -> None:
+        """Release the claim taken by :meth:`mark_in_flight`."""
+        with self._lock:
+            self._in_flight.discard(key)
+
+    def is_due(self, key: str, now: float) -> bool:
+        """True when the group's backoff interval has passed since its last round."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return False
+            group.backoff.last_accessed = now
+            return group.backoff.is_due(now)
+
+    def record_round(self, key: str, had_messages: bool, now: float) -> None:
+        """Apply the outcome of the round on ``key`` that started at ``now``."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return
+            self.policy.after_round(group.backoff, had_messages, now)
+            if group.poked:
+                group.backoff.last_query = None
+                group.poked = False
+
+    def backoff_state(self, key: str) -> BackoffState | None:
+        """A copy of the key's backoff state, if any."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return None
+            b = group.backoff
+            return BackoffState(b.consecutive_empty, b.interval_ms, b.last_accessed, b.last_query)
+
+    def reset_backoff(self, key: str) -> int | None:
+        """Reset one key to the base interval, due at once; return its shard if it exists."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return None
+            self._reset_locked(key, group)
+            return group.shard
+
+    def reset_matching(
+        self,
+        queue: str,
+        partition: str | None = None,
+        group: str | None = None,
+        *,
+        namespace: str | None = None,
+        task: str | None = None,
+    ) -> set[int]:
+        """Reset every waiting group that new messages in ``queue`` may satisfy.
+
+        Matches ``queue:partition:g`` and ``queue:*:g`` (every partition when
+        ``partition`` is None), for group ``g`` (any when ``group`` is None), and the
+        namespace-mode keys ``ns:task:g``, ``ns:*:g``, ``*:task:g`` for the queue's
+        ``namespace``/``task``. Returns the shards owning matched keys: wake them.
+        """
+        shards: set[int] = set()
+        with self._lock:
+            for key in self._index.candidates(queue, namespace, task):
+                entry = self._groups[key]
+                if any(
+                    s.matches(queue, partition, group, namespace, task) for s in entry.selectors
+                ):
+                    self._reset_locked(key, entry)
+                    shards.add(entry.shard)
+        return shards
+
+    # -- expiry and scheduling ----------------------------------------------------------
+
+    def pop_expired(self, shard: int, now: float) -> list[PollIntention]:
+        """Remove and return ``shard``'s intentions whose deadline is ``<= now``."""
+        with self._lock:
+            due = self._heaps[shard].pop_due(now, self._is_live)
+            return [it for rid in due if (it := self._remove_locked(rid)) is not None]
+
+    def next_deadline(self, shard: int) -> float | None:
+        """Earliest deadline among ``shard``'s waiting intentions."""
+        with self._lock:
+            return self._heaps[shard].earliest(self._is_live)
+
+    def next_due(self, shard: int) -> float | None:
+        """Earliest time one of ``shard``'s waiting groups (not in flight) becomes due."""
+        with self._lock:
+            due = [
+                self._groups[key].backoff.due_at()
+                for key in self._active[shard]
+                if key not in self._in_flight
+            ]
+        return min(due) if due else None
+
+    def cleanup_idle(self, max_age_s: float, now: float) -> int:
+        """Drop backoff states of groups without waiters idle for more than ``max_age_s``."""
+        with self._lock:
+            stale = [
+                key
+                for key, group in self._groups.items()
+                if not group.waiting
+                and key not in self._in_flight
+                and now - group.backoff.last_accessed > max_age_s
+            ]
+            for key in stale:
+                del self._groups[key]
+            return len(stale)
+
+    def stats(self) -> RegistryStats:
+        """Counts for metrics and health."""
+        with self._lock:
+            return RegistryStats(
+                intentions=len(self._intentions),
+                groups=sum(len(active) for active in self._active),
+                in_flight=len(self._in_flight),
+                backoff_states=len(self._groups),
+                capacity=self.capacity,
+                groups_per_shard=tuple(len(active) for active in self._active),
+            )
+
+    # -- internals (lock held) ----------------------------------------------------------
+
+    def _remove_locked(self, request_id: str) -> PollIntention | None:
+        intention = self._intentions.pop(request_id, None)
+        if intention is None:
+            return None
+        key = intention.grouping_key()
+        group = self._groups[key]
+        del group.waiting[request_id]
+        self._live[group.shard] -= 1
+        if not group.waiting:
+            del self._active[group.shard][key]
+            self._index.discard(key, group.selectors)
+            group.selectors.clear()
+            group.backoff.last_accessed = self._clock()
+        self._heaps[group.shard].maybe_compact(self._live[group.shard], self._is_live)
+        return intention
+
+    def _reset_locked(self, key: str, group: _Group) -> None:
+        self.policy.reset(group.backoff)
+        if key in self._in_flight:
+            group.poked = True
+
+    def _is_live(self, deadline: float, request_id: str) -> bool:
+        intention = self._intentions.get(request_id)
+        return intention is not None and intention.deadline == deadline
+
+
+__all__ = ["PollIntentionRegistry", "RegistryStats"]

@@ -1,0 +1,67 @@
+"""In-memory stand-ins for tests of the long-poll machinery (no database)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+from collections.abc import Callable, Sequence
+
+from .clock import ManualClock
+from .intention import PollIntention
+from .popper import PopResult
+
+__all__ = ["InMemoryPopper", "ManualClock"]
+
+
+class InMemoryPopper:
+    """A :class:`Popper` over message counts per grouping key.
+
+    ``pop_group`` follows the real contract: one pop per intention in order, up to its
+    batch, each with a fresh lease id, stopping after the first empty pop. Calls and
+    releases are recorded; ``fail_with`` makes the next call raise; ``on_pop`` is called
+    with the intentions of every call (after popping), e.g. to set an event.
+    """
+
+    def __init__(self, available: dict[str, int] | None = None) -> None:
+        self.available: dict[str, int] = dict(available or {})
+        self.calls: list[list[str]] = []
+        self.released: list[str] = []
+        self.fail_with: Exception | None = None
+        self.on_pop: Callable[[Sequence[PollIntention]], None] | None = None
+        self._leases = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def add(self, key: str, count: int) -> None:
+        """Make ``count`` more messages available to group ``key``."""
+        with self._lock:
+            self.available[key] = self.available.get(key, 0) + count
+
+    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        with self._lock:
+            self.calls.append([it.request_id for it in intentions])
+            if self.fail_with is not None:
+                error, self.fail_with = self.fail_with, None
+                raise error
+            results: list[PopResult] = []
+            for intention in intentions:
+                results.append(self._pop_one(intention))
+                if not results[-1].has_messages:
+                    break
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
+    def release(self, lease_ids: Sequence[str]) -> None:
+        with self._lock:
+            self.released.extend(lease_ids)
+
+    def _pop_one(self, intention: PollIntention) -> PopResult:
+        key = intention.grouping_key()
+        count = min(intention.batch, self.available.get(key, 0))
+        if count == 0:
+            return PopResult(intention.request_id, 204, None, (), 0)
+        self.available[key] -= count
+        body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
+        lease = f"lease-{next(self._leases)}"
+        return PopResult(intention.request_id, 200, body, (lease,), count)
