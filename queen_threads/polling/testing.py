@@ -6,12 +6,28 @@ import itertools
 import json
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .clock import ManualClock
 from .intention import PollIntention
 from .popper import PopResult
 
-__all__ = ["InMemoryPopper", "ManualClock"]
+__all__ = ["InMemoryPopper", "ManualClock", "make_intention"]
+
+
+def make_intention(
+    request_id: str,
+    *,
+    worker_id: int = 0,
+    created_at: float = 0.0,
+    timeout_s: float = 30.0,
+    **fields: Any,
+) -> PollIntention:
+    """A PollIntention with test defaults; ``deadline`` = ``created_at + timeout_s``."""
+    fields.setdefault("deadline", created_at + timeout_s)
+    return PollIntention(
+        request_id=request_id, worker_id=worker_id, created_at=created_at, **fields
+    )
 
 
 class InMemoryPopper:

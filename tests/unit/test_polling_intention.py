@@ -1,0 +1,60 @@
+"""PollIntention grouping keys and push matching."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+
+from queen_threads.polling import QUEUE_MODE
+from queen_threads.polling.testing import make_intention
+
+_intention = partial(make_intention, "r")
+
+
+def test_queue_mode_keys() -> None:
+    assert _intention(queue="q").grouping_key() == f"q:*:{QUEUE_MODE}"
+    assert _intention(queue="q", partition="p", consumer_group="g").grouping_key() == "q:p:g"
+
+
+def test_namespace_mode_keys() -> None:
+    assert _intention(namespace="ns", task="t", consumer_group="g").grouping_key() == "ns:t:g"
+    assert _intention(namespace="ns").grouping_key() == f"ns:*:{QUEUE_MODE}"
+    assert _intention(task="t", consumer_group="g").grouping_key() == "*:t:g"
+    assert _intention(task="t").namespace_mode
+
+
+def test_validation() -> None:
+    with pytest.raises(ValueError):
+        _intention(queue="q", batch=0)
+    with pytest.raises(ValueError):
+        _intention(queue="q", partitions=0)
+    with pytest.raises(ValueError):
+        _intention(partition="p")
+
+
+def test_queue_selector_matching() -> None:
+    wildcard = _intention(queue="q", consumer_group="g").selector()
+    one = _intention(queue="q", partition="p", consumer_group="g").selector()
+    assert wildcard.matches("q", "p", None, None, None)
+    assert wildcard.matches("q", "other", "g", None, None)
+    assert one.matches("q", "p", "g", None, None)
+    assert one.matches("q", None, None, None, None)  # every partition of q
+    assert not one.matches("q", "other", None, None, None)
+    assert not one.matches("q", "p", "h", None, None)
+    assert not one.matches("other", "p", None, None, None)
+
+
+def test_namespace_selector_matching() -> None:
+    both = _intention(namespace="ns", task="t").selector()
+    ns_only = _intention(namespace="ns").selector()
+    task_only = _intention(task="t").selector()
+    assert both.matches("any-queue", "p", None, "ns", "t")
+    assert not both.matches("any-queue", "p", None, "ns", "other")
+    assert not both.matches("any-queue", "p", None, None, None)
+    assert ns_only.matches("q", None, None, "ns", None)
+    assert ns_only.matches("q", None, None, "ns", "t")
+    assert not ns_only.matches("q", None, None, "other", "t")
+    assert task_only.matches("q", None, None, None, "t")
+    assert task_only.matches("q", None, QUEUE_MODE, "ns", "t")
+    assert not task_only.matches("q", None, "g", "ns", "t")
