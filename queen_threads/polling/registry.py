@@ -191,6 +191,17 @@ class PollIntentionRegistry:
             group.backoff.last_accessed = now
             return group.backoff.is_due(now)
 
+    def due_keys(self, shard: int, now: float) -> list[str]:
+        """``shard``'s waiting groups that are due and not in flight (one lock round)."""
+        with self._lock:
+            due = []
+            for key in self._active[shard]:
+                backoff = self._groups[key].backoff
+                backoff.last_accessed = now
+                if key not in self._in_flight and backoff.is_due(now):
+                    due.append(key)
+            return due
+
     def record_round(self, key: str, had_messages: bool, now: float) -> None:
         """Apply the outcome of the round on ``key`` that started at ``now``."""
         with self._lock:

@@ -106,7 +106,7 @@ class PollWorker:
         for intention in self._registry.pop_expired(self.index, now):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
             self.counters.timed_out += 1
-        for key in self._registry.group_keys_for(self.index):
+        for key in self._registry.due_keys(self.index, now):
             if self._stopping.is_set():
                 break
             self._poll_group(key, now)
@@ -115,7 +115,7 @@ class PollWorker:
 
     def _poll_group(self, key: str, now: float) -> None:
         registry = self._registry
-        if not registry.is_due(key, now) or not registry.mark_in_flight(key):
+        if not registry.mark_in_flight(key):
             return
         try:
             intentions = registry.intentions_for(key)

@@ -284,3 +284,13 @@ def test_stats(registry: PollIntentionRegistry) -> None:
     assert (stats.intentions, stats.groups, stats.in_flight, stats.backoff_states) == (3, 2, 1, 2)
     assert sum(stats.groups_per_shard) == 2 and len(stats.groups_per_shard) == 4
     assert stats.capacity == 100
+
+
+def test_due_keys_lists_due_groups_not_in_flight(registry: PollIntentionRegistry) -> None:
+    for name in ("a", "b", "c"):
+        registry.register(make_intention(name, queue=name))
+    everything = [k for s in range(4) for k in registry.due_keys(s, 0.0)]
+    assert sorted(everything) == ["a:*:__QUEUE_MODE__", "b:*:__QUEUE_MODE__", "c:*:__QUEUE_MODE__"]
+    registry.record_round("a:*:__QUEUE_MODE__", False, 0.0)
+    registry.mark_in_flight("b:*:__QUEUE_MODE__")
+    assert [k for s in range(4) for k in registry.due_keys(s, 0.1)] == ["c:*:__QUEUE_MODE__"]
