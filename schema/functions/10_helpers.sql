@@ -1,0 +1,192 @@
+-- Small shared helpers used by the queue functions. All take untrusted JSON values and
+-- never raise on malformed input: they fall back to NULL / the given default instead.
+
+-- text -> uuid, NULL when the text is not a UUID.
+CREATE OR REPLACE FUNCTION queen._try_uuid(p_text text) RETURNS uuid
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN p_text ~* '^\s*\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?\s*$'
+        THEN p_text::uuid
+    END
+$$;
+
+-- text -> timestamptz, NULL when it does not parse (or is empty / 'now').
+CREATE OR REPLACE FUNCTION queen._try_timestamptz(p_text text) RETURNS timestamptz
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_text IS NULL OR btrim(p_text) = '' OR lower(btrim(p_text)) = 'now'
+       OR p_text !~ '^\s*\d{4}-\d{2}-\d{2}' THEN
+        RETURN NULL;
+    END IF;
+    RETURN p_text::timestamptz;
+EXCEPTION WHEN others THEN
+    RETURN NULL;
+END;
+$$;
+
+-- JSON number or numeric string -> integer (truncated, clamped to int4); else p_default.
+CREATE OR REPLACE FUNCTION queen._jint(p_value jsonb, p_default integer) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN jsonb_typeof(p_value) = 'number'
+            OR (jsonb_typeof(p_value) = 'string'
+                AND (p_value #>> '{}') ~ '^\s*[-+]?\d{1,30}(\.\d*)?\s*$')
+        THEN least(greatest(trunc((p_value #>> '{}')::numeric), -2147483648), 2147483647)::integer
+        ELSE p_default
+    END
+$$;
+
+-- JSON boolean, 'true'/'false'/'1'/'0' string or number -> boolean; else p_default.
+CREATE OR REPLACE FUNCTION queen._jbool(p_value jsonb, p_default boolean) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE jsonb_typeof(p_value)
+        WHEN 'boolean' THEN (p_value #>> '{}')::boolean
+        WHEN 'number' THEN (p_value #>> '{}')::numeric <> 0
+        WHEN 'string' THEN CASE lower(btrim(p_value #>> '{}'))
+                               WHEN 'true' THEN true WHEN '1' THEN true
+                               WHEN 'false' THEN false WHEN '0' THEN false
+                               ELSE p_default END
+        ELSE p_default
+    END
+$$;
+
+-- UTC ISO-8601 with microseconds / milliseconds and a literal Z.
+CREATE OR REPLACE FUNCTION queen._iso_us(p_ts timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+$$;
+
+CREATE OR REPLACE FUNCTION queen._iso_ms(p_ts timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT to_char(p_ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- Namespace / task derived from a dotted queue name: "ns.task.rest" -> ("ns", "task");
+-- a name without a dot is its own namespace with task ''.
+CREATE OR REPLACE FUNCTION queen._queue_namespace(p_name text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT split_part(p_name, '.', 1)
+$$;
+
+CREATE OR REPLACE FUNCTION queen._queue_task(p_name text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT split_part(p_name, '.', 2)
+$$;
+
+-- Number of messages of a queue not yet consumed by the __QUEUE_MODE__ cursor
+-- (the depth that max_queue_size limits).
+CREATE OR REPLACE FUNCTION queen._queue_depth(p_queue_id uuid) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(c.n), 0)::bigint
+      FROM queen.partitions p
+      LEFT JOIN queen.partition_consumers pc
+             ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
+     CROSS JOIN LATERAL (
+            SELECT count(*) AS n
+              FROM queen.messages m
+             WHERE m.partition_id = p.id
+               AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                           coalesce(pc.last_consumed_id, 0))
+           ) c
+     WHERE p.queue_id = p_queue_id
+$$;
+
+-- Subscription start for a named group reaching a partition without a cursor:
+-- the most specific stored metadata row wins (partition, then queue, then namespace/task).
+-- NULL = start from the beginning; otherwise the new cursor starts after this instant.
+CREATE OR REPLACE FUNCTION queen._subscription_start(
+    p_group text, p_queue text, p_partition text, p_namespace text, p_task text
+) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT m.subscription_timestamp
+      FROM queen.consumer_groups_metadata m
+     WHERE m.consumer_group = p_group
+       AND (   (m.queue_name = p_queue AND m.partition_name IN (p_partition, ''))
+            OR (m.queue_name = '' AND m.partition_name = ''
+                AND (m.namespace <> '' OR m.task <> '')
+                AND (m.namespace = '' OR m.namespace = p_namespace)
+                AND (m.task = '' OR m.task = p_task)))
+     ORDER BY CASE WHEN m.queue_name = '' THEN 2 WHEN m.partition_name = '' THEN 1 ELSE 0 END
+     LIMIT 1
+$$;
+
+-- Record the subscription of a named group for the key the pop used, once: later pops keep
+-- the first start whatever parameters they send.
+--   subscriptionFrom = ISO time          -> mode 'timestamp', start after that time
+--   subscriptionFrom = 'now' / mode new  -> mode 'new', start now
+--   anything else (all, from_beginning)  -> mode 'all', from the beginning (timestamp NULL)
+CREATE OR REPLACE FUNCTION queen._ensure_subscription(
+    p_group text, p_queue text, p_partition text, p_namespace text, p_task text,
+    p_mode text, p_from text, p_now timestamptz
+) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_mode text;
+    v_ts timestamptz;
+BEGIN
+    PERFORM 1 FROM queen.consumer_groups_metadata m
+     WHERE m.consumer_group = p_group AND m.queue_name = p_queue
+       AND m.partition_name = p_partition AND m.namespace = p_namespace AND m.task = p_task;
+    IF FOUND THEN
+        RETURN;
+    END IF;
+    v_ts := queen._try_timestamptz(p_from);
+    IF v_ts IS NOT NULL THEN
+        v_mode := 'timestamp';
+    ELSIF lower(btrim(coalesce(p_from, ''))) = 'now'
+          OR lower(btrim(coalesce(p_mode, ''))) IN ('new', 'new-only') THEN
+        v_mode := 'new';
+        v_ts := p_now;
+    ELSE
+        v_mode := 'all';
+    END IF;
+    INSERT INTO queen.consumer_groups_metadata
+           (consumer_group, queue_name, partition_name, namespace, task,
+            subscription_mode, subscription_timestamp)
+    VALUES (p_group, p_queue, p_partition, p_namespace, p_task, v_mode, v_ts)
+    ON CONFLICT ON CONSTRAINT consumer_groups_metadata_key DO NOTHING;
+END;
+$$;
+
+-- Moves the cursor of a partition_consumers row forward over the contiguous done prefix
+-- of its delivered batch (batch_ids in delivery order, acked_ids = done ones). Never moves
+-- backwards. Returns the updated row (the caller writes it).
+CREATE OR REPLACE FUNCTION queen._pc_apply_prefix(p_pc queen.partition_consumers)
+RETURNS queen.partition_consumers
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_k integer;
+    v_n integer := coalesce(cardinality(p_pc.batch_ids), 0);
+    v_last bigint;
+    v_ts timestamptz;
+    v_prefix bigint[];
+BEGIN
+    IF v_n = 0 OR coalesce(cardinality(p_pc.acked_ids), 0) = 0 THEN
+        RETURN p_pc;
+    END IF;
+    SELECT coalesce(min(b.ord) - 1, v_n)::integer INTO v_k
+      FROM unnest(p_pc.batch_ids) WITH ORDINALITY AS b(id, ord)
+     WHERE NOT (b.id = ANY (p_pc.acked_ids));
+    IF v_k = 0 THEN
+        RETURN p_pc;
+    END IF;
+    v_prefix := p_pc.batch_ids[1:v_k];
+    v_last := p_pc.batch_ids[v_k];
+    SELECT m.created_at INTO v_ts FROM queen.messages m WHERE m.id = v_last;
+    IF v_ts IS NOT NULL
+       AND (v_ts, v_last) > (coalesce(p_pc.last_consumed_created_at, '-infinity'),
+                             p_pc.last_consumed_id) THEN
+        p_pc.last_consumed_created_at := v_ts;
+        p_pc.last_consumed_id := v_last;
+    END IF;
+    p_pc.batch_ids := coalesce(p_pc.batch_ids[v_k + 1:v_n], '{}');
+    p_pc.acked_ids := ARRAY(SELECT a FROM unnest(p_pc.acked_ids) a WHERE NOT (a = ANY (v_prefix)));
+    p_pc.total_messages_consumed := p_pc.total_messages_consumed + v_k;
+    p_pc.last_consumed_at := now();
+    IF p_pc.retry_message_id = ANY (v_prefix) THEN
+        p_pc.retry_message_id := NULL;
+        p_pc.retry_count := 0;
+    END IF;
+    RETURN p_pc;
+END;
+$$;

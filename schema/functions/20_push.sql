@@ -1,0 +1,180 @@
+-- PUSH. queen._push_items is the shared implementation (also used by transactions);
+-- queen.push_messages_v2 is the entry point the server calls.
+--
+-- Input: array of {queue, partition (default "Default"), payload (any JSON; missing = null),
+--        transactionId, traceId|null, producerSub|null, isEncrypted?}
+-- Output: array in input order of
+--   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
+--    partition_id, trace_id, queueName, error (only when failed)}
+CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ts      timestamptz;
+    v_result  jsonb;
+    v_notify  jsonb;
+BEGIN
+    IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
+        RETURN '[]'::jsonb;
+    END IF;
+
+    -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
+    INSERT INTO queen.queues (name, namespace, task)
+    SELECT s.qn, queen._queue_namespace(s.qn), queen._queue_task(s.qn)
+      FROM (SELECT DISTINCT e ->> 'queue' AS qn FROM jsonb_array_elements(p_items) e) s
+     WHERE s.qn IS NOT NULL AND s.qn <> ''
+       AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = s.qn)
+     ORDER BY s.qn
+    ON CONFLICT (name) DO NOTHING;
+
+    -- 2. Missing partitions.
+    INSERT INTO queen.partitions (queue_id, name)
+    SELECT q.id, s.pn
+      FROM (SELECT DISTINCT e ->> 'queue' AS qn,
+                            coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn
+              FROM jsonb_array_elements(p_items) e) s
+      JOIN queen.queues q ON q.name = s.qn
+     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p WHERE p.queue_id = q.id AND p.name = s.pn)
+     ORDER BY q.id, s.pn
+    ON CONFLICT (queue_id, name) DO NOTHING;
+
+    -- 3. Serialize pushes per partition (and per capped queue, so the capacity check is
+    --    exact): lock in id order, queues before partitions. Ids and the timestamp are drawn
+    --    after the locks, so within a partition (created_at, id) follows commit order.
+    PERFORM 1
+       FROM queen.queues q
+      WHERE q.max_queue_size > 0
+        AND q.name IN (SELECT e ->> 'queue' FROM jsonb_array_elements(p_items) e)
+      ORDER BY q.id
+        FOR NO KEY UPDATE;
+
+    WITH tgt AS (
+        SELECT p.id
+          FROM queen.partitions p
+          JOIN queen.queues q ON q.id = p.queue_id
+          JOIN (SELECT DISTINCT e ->> 'queue' AS qn,
+                                coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn
+                  FROM jsonb_array_elements(p_items) e) s
+            ON s.qn = q.name AND s.pn = p.name
+         ORDER BY p.id
+           FOR NO KEY UPDATE OF p
+    )
+    UPDATE queen.partitions p
+       SET last_activity = clock_timestamp()
+      FROM tgt
+     WHERE p.id = tgt.id;
+
+    v_ts := clock_timestamp();
+
+    -- 4. Dedup (existing rows and within the request: first occurrence wins), capacity,
+    --    one set-based INSERT in input order, results in input order.
+    WITH items AS MATERIALIZED (
+        SELECT (o.n - 1)::integer AS idx,
+               e ->> 'queue' AS qn,
+               coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn,
+               coalesce(e -> 'payload', 'null'::jsonb) AS payload,
+               coalesce(e ->> 'transactionId', gen_random_uuid()::text) AS txn,
+               queen._try_uuid(e ->> 'traceId') AS trace_id,
+               e ->> 'producerSub' AS producer_sub,
+               coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+    ),
+    mapped AS MATERIALIZED (
+        SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
+               q.namespace AS ns, q.task AS tk,
+               row_number() OVER (PARTITION BY p.id, i.txn ORDER BY i.idx) AS rn
+          FROM items i
+          LEFT JOIN queen.queues q ON q.name = i.qn
+          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
+    ),
+    existing AS MATERIALIZED (
+        SELECT m.partition_id, m.transaction_id, m.id
+          FROM (SELECT DISTINCT pid, txn FROM mapped WHERE pid IS NOT NULL) k
+          JOIN queen.messages m ON m.partition_id = k.pid AND m.transaction_id = k.txn
+    ),
+    cand AS MATERIALIZED (
+        SELECT mp.*
+          FROM mapped mp
+         WHERE mp.pid IS NOT NULL AND mp.rn = 1
+           AND NOT EXISTS (SELECT 1 FROM existing x
+                            WHERE x.partition_id = mp.pid AND x.transaction_id = mp.txn)
+    ),
+    full_q AS MATERIALIZED (
+        SELECT c.qid, c.maxsz
+          FROM cand c
+         WHERE c.maxsz > 0
+         GROUP BY c.qid, c.maxsz
+        HAVING queen._queue_depth(c.qid) + count(*) > c.maxsz
+    ),
+    ins AS (
+        INSERT INTO queen.messages
+               (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+        SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
+               greatest(v_ts, pl.last_message_created_at)
+          FROM cand c
+          LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
+         WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
+         ORDER BY c.idx
+        RETURNING id, partition_id, transaction_id, trace_id
+    ),
+    res AS (
+        SELECT mp.idx, mp.qn, mp.pn, mp.ns, mp.tk, mp.txn, mp.pid,
+               coalesce(ins.id, x.id) AS mid,
+               coalesce(ins.trace_id, mp.trace_id) AS trace_id,
+               CASE
+                   WHEN ins.id IS NOT NULL AND mp.rn = 1 THEN 'queued'
+                   WHEN ins.id IS NOT NULL OR x.id IS NOT NULL THEN 'duplicate'
+                   ELSE 'failed'
+               END AS status,
+               CASE
+                   WHEN ins.id IS NOT NULL OR x.id IS NOT NULL THEN NULL
+                   WHEN mp.qn IS NULL OR mp.qn = '' THEN 'Queue name is required'
+                   WHEN f.qid IS NOT NULL THEN
+                       format('Queue %s would exceed its maximum size of %s messages', mp.qn, f.maxsz)
+                   ELSE 'Message could not be stored'
+               END AS error
+          FROM mapped mp
+          LEFT JOIN ins ON ins.partition_id = mp.pid AND ins.transaction_id = mp.txn
+          LEFT JOIN existing x ON x.partition_id = mp.pid AND x.transaction_id = mp.txn
+          LEFT JOIN full_q f ON f.qid = mp.qid
+    )
+    SELECT jsonb_agg(
+               jsonb_build_object(
+                   'index', r.idx,
+                   'transaction_id', r.txn,
+                   'transactionId', r.txn,
+                   'status', r.status,
+                   'message_id', r.mid::text,
+                   'partition_id', r.pid,
+                   'trace_id', r.trace_id,
+                   'queueName', r.qn)
+               || CASE WHEN r.error IS NOT NULL THEN jsonb_build_object('error', r.error)
+                       ELSE '{}'::jsonb END
+               ORDER BY r.idx),
+           jsonb_agg(DISTINCT jsonb_build_object(
+                   'kind', 'push', 'queue', r.qn, 'partition', r.pn,
+                   'namespace', r.ns, 'task', r.tk))
+               FILTER (WHERE r.status = 'queued')
+      INTO v_result, v_notify
+      FROM res r;
+
+    -- 5. Wake long polls everywhere (delivered at commit, dropped on rollback).
+    IF v_notify IS NOT NULL THEN
+        PERFORM pg_notify('queen_wakeup', n::text) FROM jsonb_array_elements(v_notify) n;
+    END IF;
+
+    RETURN coalesce(v_result, '[]'::jsonb);
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION queen.push_messages_v2(p_items jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- Also accept {"items": [...]}.
+    IF jsonb_typeof(p_items) = 'object' THEN
+        p_items := p_items -> 'items';
+    END IF;
+    RETURN queen._push_items(p_items);
+END;
+$$;

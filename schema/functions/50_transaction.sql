@@ -1,0 +1,94 @@
+-- TRANSACTION: pushes and acks applied atomically. Any failure (a failed push item, an ack
+-- that does not succeed, an unknown operation type, a database error) rolls back every
+-- operation and is reported as {success:false, error, results}.
+--
+-- Input:  {operations:[{type:"push", items:[...push items...]}
+--                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}]}
+-- Output: {success, error|null, results:[
+--            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId, queueName}
+--          | {index, type:"ack", success, status, transactionId, error, dlq}]}
+-- Transaction acks are not lease-checked and 'failed' goes straight to the dead-letter queue.
+CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ops     jsonb := CASE WHEN jsonb_typeof(p) = 'array' THEN p ELSE p -> 'operations' END;
+    v_results jsonb[] := '{}';
+    v_op      jsonb;
+    v_idx     integer;
+    v_type    text;
+    v_res     jsonb;
+    v_item    jsonb;
+    v_ack     jsonb;
+    v_fail    text;
+BEGIN
+    IF v_ops IS NULL OR jsonb_typeof(v_ops) <> 'array' THEN
+        RETURN jsonb_build_object('success', false, 'error', 'operations array required',
+                                  'results', '[]'::jsonb);
+    END IF;
+    IF jsonb_array_length(v_ops) = 0 THEN
+        RETURN jsonb_build_object('success', false, 'error', 'operations array cannot be empty',
+                                  'results', '[]'::jsonb);
+    END IF;
+
+    BEGIN
+        FOR v_op, v_idx IN
+            SELECT e, (o.n - 1)::integer FROM jsonb_array_elements(v_ops) WITH ORDINALITY AS o(e, n)
+             ORDER BY o.n
+        LOOP
+            v_type := CASE WHEN jsonb_typeof(v_op) = 'object' THEN v_op ->> 'type' END;
+            IF v_type = 'push' THEN
+                IF jsonb_typeof(v_op -> 'items') <> 'array' OR jsonb_array_length(v_op -> 'items') = 0 THEN
+                    RAISE EXCEPTION 'operation %: push requires a non-empty items array', v_idx;
+                END IF;
+                v_res := queen._push_items(v_op -> 'items');
+                FOR v_item IN SELECT e FROM jsonb_array_elements(v_res) e LOOP
+                    v_results := v_results || jsonb_build_object(
+                        'index', v_idx,
+                        'type', 'push',
+                        'itemIndex', v_item -> 'index',
+                        'success', v_item ->> 'status' IN ('queued', 'duplicate'),
+                        'status', v_item -> 'status',
+                        'transactionId', v_item -> 'transactionId',
+                        'messageId', v_item -> 'message_id',
+                        'partitionId', v_item -> 'partition_id',
+                        'queueName', v_item -> 'queueName')
+                        || CASE WHEN v_item ? 'error' THEN jsonb_build_object('error', v_item -> 'error')
+                                ELSE '{}'::jsonb END;
+                    IF v_item ->> 'status' NOT IN ('queued', 'duplicate') THEN
+                        RAISE EXCEPTION 'operation %: push of % failed: %', v_idx,
+                            coalesce(v_item ->> 'transactionId', '?'),
+                            coalesce(v_item ->> 'error', 'unknown error');
+                    END IF;
+                END LOOP;
+            ELSIF v_type = 'ack' THEN
+                v_ack := (queen._ack_items(jsonb_build_array(v_op - 'type' - 'leaseId'), true)) -> 0;
+                v_results := v_results || jsonb_build_object(
+                    'index', v_idx,
+                    'type', 'ack',
+                    'success', v_ack -> 'success',
+                    'status', v_ack -> 'status',
+                    'transactionId', v_op -> 'transactionId',
+                    'error', v_ack -> 'error',
+                    'dlq', v_ack -> 'dlq');
+                IF NOT coalesce((v_ack ->> 'success')::boolean, false) THEN
+                    RAISE EXCEPTION 'operation %: ack of % failed: %', v_idx,
+                        coalesce(v_op ->> 'transactionId', '?'),
+                        coalesce(v_ack ->> 'error', 'unknown error');
+                END IF;
+            ELSE
+                v_results := v_results || jsonb_build_object(
+                    'index', v_idx, 'type', v_type, 'success', false,
+                    'error', format('Unknown operation type: %s', coalesce(v_type, 'null')));
+                RAISE EXCEPTION 'operation %: unknown operation type: %', v_idx, coalesce(v_type, 'null');
+            END IF;
+        END LOOP;
+    EXCEPTION WHEN others THEN
+        GET STACKED DIAGNOSTICS v_fail = MESSAGE_TEXT;
+        RETURN jsonb_build_object('success', false, 'error', v_fail,
+                                  'results', to_jsonb(v_results));
+    END;
+
+    RETURN jsonb_build_object('success', true, 'error', NULL, 'results', to_jsonb(v_results));
+END;
+$$;

@@ -1,0 +1,42 @@
+-- LEASE RENEW: {leaseId, seconds|null}. Extends every live partition_consumers row holding
+-- the lease to greatest(current expiry, now + seconds); seconds NULL / missing = the queue's
+-- lease time (60 when it is 0).
+-- Returns {leaseId, success, newExpiresAt, expiresAt, error} (timestamps ms ISO with Z).
+CREATE OR REPLACE FUNCTION queen.renew_lease_v2(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now     timestamptz := now();
+    v_lease   uuid := queen._try_uuid(p ->> 'leaseId');
+    v_seconds integer := queen._jint(p -> 'seconds', NULL);
+    v_expires timestamptz;
+    v_ts      text;
+BEGIN
+    IF v_seconds IS NOT NULL AND v_seconds <= 0 THEN
+        v_seconds := NULL;
+    END IF;
+    IF v_lease IS NOT NULL THEN
+        WITH upd AS (
+            UPDATE queen.partition_consumers pc
+               SET lease_expires_at = greatest(
+                       pc.lease_expires_at,
+                       v_now + make_interval(secs => coalesce(v_seconds, nullif(q.lease_time, 0), 60)))
+              FROM queen.partitions pt
+              JOIN queen.queues q ON q.id = pt.queue_id
+             WHERE pc.lease_id = v_lease
+               AND pc.lease_expires_at > v_now
+               AND pt.id = pc.partition_id
+            RETURNING pc.lease_expires_at
+        )
+        SELECT max(lease_expires_at) INTO v_expires FROM upd;
+    END IF;
+    IF v_expires IS NULL THEN
+        RETURN jsonb_build_object('leaseId', p ->> 'leaseId', 'success', false,
+                                  'newExpiresAt', NULL, 'expiresAt', NULL,
+                                  'error', 'Lease not found or expired');
+    END IF;
+    v_ts := queen._iso_ms(v_expires);
+    RETURN jsonb_build_object('leaseId', v_lease::text, 'success', true,
+                              'newExpiresAt', v_ts, 'expiresAt', v_ts, 'error', NULL);
+END;
+$$;

@@ -1,0 +1,101 @@
+-- CONFIGURE: upsert of a queue with every option (omitted options go back to their
+-- defaults), and make sure its "Default" partition exists.
+-- Input:  {queue, namespace|null, task|null, options:{leaseTime, maxSize, ttl, retryLimit,
+--          retryDelay, deadLetterQueue, dlqAfterMaxRetries, priority, delayedProcessing,
+--          windowBuffer, retentionSeconds, completedRetentionSeconds, retentionEnabled,
+--          encryptionEnabled, maxWaitTimeSeconds}}
+-- namespace/task: a string is stored as given; null/missing derives them from a dotted name
+-- like push does ("ns.task" -> "ns", "task").
+-- Output: {configured:true, queueId, partitionId, queue, namespace, task, options:{all 15}}
+--         or {configured:false, error} when the queue name is missing.
+CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_name text := CASE WHEN jsonb_typeof(p -> 'queue') = 'string' THEN p ->> 'queue' END;
+    v_opt  jsonb := CASE WHEN jsonb_typeof(p -> 'options') = 'object' THEN p -> 'options'
+                         ELSE '{}'::jsonb END;
+    v_ns   text;
+    v_task text;
+    q      queen.queues;
+    v_pid  uuid;
+BEGIN
+    IF v_name IS NULL OR v_name = '' THEN
+        RETURN jsonb_build_object('configured', false, 'error', 'queue is required');
+    END IF;
+    v_ns := CASE WHEN jsonb_typeof(p -> 'namespace') = 'string' THEN p ->> 'namespace'
+                 ELSE queen._queue_namespace(v_name) END;
+    v_task := CASE WHEN jsonb_typeof(p -> 'task') = 'string' THEN p ->> 'task'
+                   ELSE queen._queue_task(v_name) END;
+
+    INSERT INTO queen.queues AS t
+           (name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl,
+            max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing,
+            window_buffer, retention_seconds, completed_retention_seconds, retention_enabled,
+            encryption_enabled, max_wait_time_seconds)
+    VALUES (v_name, v_ns, v_task,
+            coalesce(queen._jint(v_opt -> 'priority', 0), 0),
+            coalesce(queen._jint(v_opt -> 'leaseTime', 300), 300),
+            coalesce(queen._jint(v_opt -> 'retryLimit', 3), 3),
+            coalesce(queen._jint(v_opt -> 'retryDelay', 0), 0),
+            coalesce(queen._jint(v_opt -> 'ttl', 3600), 3600),
+            coalesce(queen._jint(v_opt -> 'maxSize', 0), 0),
+            coalesce(queen._jbool(v_opt -> 'deadLetterQueue', false), false),
+            coalesce(queen._jbool(v_opt -> 'dlqAfterMaxRetries', false), false),
+            coalesce(queen._jint(v_opt -> 'delayedProcessing', 0), 0),
+            coalesce(queen._jint(v_opt -> 'windowBuffer', 0), 0),
+            coalesce(queen._jint(v_opt -> 'retentionSeconds', 0), 0),
+            coalesce(queen._jint(v_opt -> 'completedRetentionSeconds', 0), 0),
+            coalesce(queen._jbool(v_opt -> 'retentionEnabled', false), false),
+            coalesce(queen._jbool(v_opt -> 'encryptionEnabled', false), false),
+            coalesce(queen._jint(v_opt -> 'maxWaitTimeSeconds', 0), 0))
+    ON CONFLICT (name) DO UPDATE
+       SET namespace = EXCLUDED.namespace,
+           task = EXCLUDED.task,
+           priority = EXCLUDED.priority,
+           lease_time = EXCLUDED.lease_time,
+           retry_limit = EXCLUDED.retry_limit,
+           retry_delay = EXCLUDED.retry_delay,
+           ttl = EXCLUDED.ttl,
+           max_queue_size = EXCLUDED.max_queue_size,
+           dead_letter_queue = EXCLUDED.dead_letter_queue,
+           dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
+           delayed_processing = EXCLUDED.delayed_processing,
+           window_buffer = EXCLUDED.window_buffer,
+           retention_seconds = EXCLUDED.retention_seconds,
+           completed_retention_seconds = EXCLUDED.completed_retention_seconds,
+           retention_enabled = EXCLUDED.retention_enabled,
+           encryption_enabled = EXCLUDED.encryption_enabled,
+           max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
+           updated_at = now()
+    RETURNING t.* INTO q;
+
+    INSERT INTO queen.partitions (queue_id, name) VALUES (q.id, 'Default')
+    ON CONFLICT (queue_id, name) DO NOTHING;
+    SELECT pt.id INTO v_pid FROM queen.partitions pt WHERE pt.queue_id = q.id AND pt.name = 'Default';
+
+    RETURN jsonb_build_object(
+        'configured', true,
+        'queueId', q.id,
+        'partitionId', v_pid,
+        'queue', q.name,
+        'namespace', q.namespace,
+        'task', q.task,
+        'options', jsonb_build_object(
+            'priority', q.priority,
+            'leaseTime', q.lease_time,
+            'retryLimit', q.retry_limit,
+            'retryDelay', q.retry_delay,
+            'maxSize', q.max_queue_size,
+            'ttl', q.ttl,
+            'deadLetterQueue', q.dead_letter_queue,
+            'dlqAfterMaxRetries', q.dlq_after_max_retries,
+            'delayedProcessing', q.delayed_processing,
+            'windowBuffer', q.window_buffer,
+            'retentionSeconds', q.retention_seconds,
+            'completedRetentionSeconds', q.completed_retention_seconds,
+            'retentionEnabled', q.retention_enabled,
+            'encryptionEnabled', q.encryption_enabled,
+            'maxWaitTimeSeconds', q.max_wait_time_seconds));
+END;
+$$;
