@@ -6,6 +6,7 @@ Run: gunicorn -c config/gunicorn.conf.py queen_threads.wsgi:app
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from queen_threads.settings import load_settings
@@ -23,12 +24,28 @@ preload_app = False  # the app must load after gevent patching, in each worker
 loglevel = "warning" if _settings.log_level == "error" else "info"
 accesslog = None  # queen-threads writes its own structured access line per request
 proc_name = "queen-threads"
+control_socket_disable = True  # several instances may run on one host
 
 
 def post_fork(server: Any, worker: Any) -> None:
     from queen_threads.db import make_cooperative
 
     make_cooperative()
+
+
+def post_worker_init(worker: Any) -> None:
+    """On SIGTERM answer parked long polls at once (204), then drain as gunicorn does."""
+    import signal
+
+    import gevent
+
+    def on_term(signum: int, frame: Any) -> None:
+        worker.alive = False
+        wsgi = sys.modules.get("queen_threads.wsgi")
+        if wsgi is not None:
+            gevent.spawn(wsgi.runtime.begin_shutdown)
+
+    signal.signal(signal.SIGTERM, on_term)
 
 
 def worker_int(worker: Any) -> None:
@@ -40,8 +57,6 @@ def worker_exit(server: Any, worker: Any) -> None:
 
 
 def _stop_runtime() -> None:
-    import sys
-
     wsgi = sys.modules.get("queen_threads.wsgi")
     if wsgi is not None:
         wsgi.runtime.stop()

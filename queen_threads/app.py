@@ -6,15 +6,33 @@ import falcon
 
 from queen_threads.http import errors
 from queen_threads.http.middleware import RequestContext
+from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
+from queen_threads.resources.lease import LeaseExtend
+from queen_threads.resources.pop import Pop
+from queen_threads.resources.push import Push
+from queen_threads.resources.queues import Configure, Queue
+from queen_threads.resources.transaction import Transaction
 from queen_threads.runtime import Runtime
+
+API = "/api/v1"
 
 
 def create_app(runtime: Runtime) -> falcon.App:
     app = falcon.App(middleware=[RequestContext(runtime.stats)], cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True
-    app.resp_options.secure_cookies_by_default = False
     errors.install(app)
     app.add_route("/health", Health(runtime))
+    app.add_route(f"{API}/configure", Configure(runtime))
+    app.add_route(f"{API}/resources/queues/{{queue}}", Queue(runtime))
+    app.add_route(f"{API}/push", Push(runtime))
+    pop = Pop(runtime)
+    app.add_route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", pop)
+    app.add_route(f"{API}/pop/queue/{{queue}}", pop)
+    app.add_route(f"{API}/pop", pop)
+    app.add_route(f"{API}/ack", Ack(runtime))
+    app.add_route(f"{API}/ack/batch", AckBatch(runtime))
+    app.add_route(f"{API}/transaction", Transaction(runtime))
+    app.add_route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime))
     return app

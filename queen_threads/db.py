@@ -286,3 +286,33 @@ def connect_raw(dsn: str, connect_timeout_s: int = 5) -> Connection:
         raise translate(exc) from exc
     conn.autocommit = True
     return conn
+
+
+class Listener:
+    """A dedicated connection LISTENing on one channel (wake-ups from every process)."""
+
+    def __init__(self, dsn: str, channel: str, connect_timeout_s: int = 5) -> None:
+        self.conn = connect_raw(dsn, connect_timeout_s)
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"LISTEN {psycopg2.extensions.quote_ident(channel, cur)}")
+        except psycopg2.Error as exc:
+            self.close()
+            raise translate(exc) from exc
+
+    def wait(self, timeout_s: float) -> list[str]:
+        """Payloads that arrived within `timeout_s`; DatabaseUnavailable if the link broke."""
+        try:
+            readable, _, _ = select.select([self.conn], [], [], timeout_s)
+            if not readable:
+                return []
+            self.conn.poll()
+        except (psycopg2.Error, OSError, ValueError) as exc:
+            raise DatabaseUnavailable(f"listener connection lost: {exc}") from exc
+        payloads = [n.payload for n in self.conn.notifies]
+        self.conn.notifies.clear()
+        return payloads
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self.conn.close()

@@ -10,12 +10,17 @@ import logging
 import os
 import threading
 import time
+from typing import Any
 
 from queen_threads import __version__, migrate
+from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import MigrationError
+from queen_threads.services.listener import WakeupListener
+from queen_threads.services.polling import PollingService
 from queen_threads.services.stats import RequestStats
 from queen_threads.settings import Settings
+from queen_threads.store import QueueStore
 
 log = logging.getLogger("queen_threads.runtime")
 
@@ -44,11 +49,52 @@ class Runtime:
         self.db = Database(pool_config(settings, dsn))
         self.stats = RequestStats()
         self.started_at = time.time()
+        cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
+        self.store = QueueStore(self.db, cipher)
+        self.polling = PollingService(settings, self.store, self.worker_id)
+        self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
         self._stopping = threading.Event()
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
+        self.polling.start()
+        self.listener.start()
+
+    def _wake_everything(self) -> None:
+        self.polling.pool.wake_all("notify")
+
+    # -- queue operations with their wake-up side effects ---------------------------
+    def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = self.store.push(items)
+        woken: set[tuple[str, str]] = set()
+        for item, result in zip(items, results, strict=False):
+            key = (item["queue"], item["partition"])
+            if result.get("status") == "queued" and key not in woken:
+                woken.add(key)
+                self.polling.pool.notify(key[0], key[1], source="push")
+        return results
+
+    def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = self.store.ack(acks)
+        for ack, result in zip(acks, results, strict=False):
+            if result.get("leaseReleased") and result.get("queueName"):
+                self.polling.pool.notify(
+                    result["queueName"], result.get("partitionName"), ack["consumerGroup"],
+                    source="push",
+                )  # fmt: skip
+        return results
+
+    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        result = self.store.transaction(operations)
+        if result.get("success"):
+            for op in operations:
+                for item in op.get("items") or ():
+                    self.polling.pool.notify(item["queue"], item["partition"], source="push")
+        return result
+
+    def pop(self, request: dict[str, Any]) -> dict[str, Any]:
+        return self.store.pop([request])[0]
 
     def _ensure_schema(self) -> None:
         """Apply migrations; while the database is down keep trying in the background."""
@@ -63,6 +109,16 @@ class Runtime:
             self._stopping.wait(delay)
             delay = min(delay * 2, 5.0)
 
-    def stop(self) -> None:
+    def begin_shutdown(self) -> None:
+        """SIGTERM: refuse new long polls, answer every waiting one with 204 at once and
+        stop the poll workers; requests in flight go on (the pool stays open)."""
+        if self._stopping.is_set():
+            return
         self._stopping.set()
+        self.listener.stop()
+        self.polling.stop(timeout=1.0)
+
+    def stop(self) -> None:
+        """Worker exit: everything in flight has finished; close the pool."""
+        self.begin_shutdown()
         self.db.close()

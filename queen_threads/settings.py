@@ -163,6 +163,58 @@ class Settings:
         "EMBEDDED_PG_PORT", 0, _int(0, 65535), "Port of the embedded PostgreSQL (0: any free port)."
     )
 
+    # --- Pop and long polling ---------------------------------------------------------
+    default_timeout_ms: int = env(
+        "DEFAULT_TIMEOUT", 30000, _int(0), "Pop `timeout` when the request has none, ms."
+    )
+    max_timeout_ms: int = env(
+        "MAX_TIMEOUT", 60000, _int(1), "Longest long-poll wait; larger `timeout`s are clamped, ms."
+    )
+    default_batch_size: int = env(
+        "DEFAULT_BATCH_SIZE", 1, _int(1, 10000), "Pop `batch` when the request has none."
+    )
+    default_subscription_mode: str = env(
+        "DEFAULT_SUBSCRIPTION_MODE",
+        "",
+        _choice(*SUBSCRIPTION_MODES),
+        "Subscription mode of a new consumer group that sends none ('' = all).",
+    )
+    poll_worker_count: int = env(
+        "POLL_WORKER_COUNT", 2, _int(1, 64), "Poll-worker greenlets per worker process."
+    )
+    poll_worker_interval_ms: int = env(
+        "POLL_WORKER_INTERVAL", 50, _int(1), "Longest sleep of an idle poll worker, ms."
+    )
+    poll_db_interval_ms: int = env(
+        "POLL_DB_INTERVAL", 100, _int(1), "Base (reset) interval between a group's queries, ms."
+    )
+    queue_max_poll_interval_ms: int = env(
+        "QUEUE_MAX_POLL_INTERVAL", 2000, _int(1), "Cap of a group's backoff interval, ms."
+    )
+    queue_backoff_threshold: int = env(
+        "QUEUE_BACKOFF_THRESHOLD", 1, _int(1), "Empty rounds before a group's interval grows."
+    )
+    queue_backoff_multiplier: float = env(
+        "QUEUE_BACKOFF_MULTIPLIER", 2.0, _float(1.0), "Growth factor of the backoff interval."
+    )
+    queue_backoff_cleanup_threshold_s: int = env(
+        "QUEUE_BACKOFF_CLEANUP_THRESHOLD", 3600, _int(1), "Drop backoff states idle this long, s."
+    )
+    max_poll_intentions: int = env(
+        "MAX_POLL_INTENTIONS",
+        10000,
+        _int(1),
+        "Waiting long polls per worker process; beyond it a long poll gets 503 + Retry-After.",
+    )
+
+    # --- Encryption ------------------------------------------------------------------
+    encryption_key: str = env(
+        "QUEEN_ENCRYPTION_KEY",
+        "",
+        _hex_key,
+        "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: stored plain).",
+    )
+
     @property
     def uses_embedded_database(self) -> bool:
         return not self.database_url and not self.pg_host

@@ -27,3 +27,41 @@ SELECT version, checksum FROM queen.schema_migrations;
 INSERT INTO queen.schema_migrations (version, name, kind, checksum)
 VALUES (%s, %s, %s, %s)
 ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = now();
+
+-- name: push_messages
+-- Push a batch of items (auto-creates queues/partitions, dedups, enforces maxSize).
+SELECT queen.push_messages_v2(%s::jsonb)::text;
+
+-- name: encrypted_queues
+-- Which of these queues store encrypted payloads.
+SELECT name FROM queen.queues WHERE encryption_enabled AND name = ANY(%s);
+
+-- name: pop_batch
+-- Several pops in one call, each with its own lease and batch size.
+SELECT queen.pop_unified_batch(%s::jsonb)::text;
+
+-- name: ack_messages
+SELECT queen.ack_messages_v2(%s::jsonb)::text;
+
+-- name: execute_transaction
+SELECT queen.execute_transaction_v2(%s::jsonb)::text;
+
+-- name: renew_lease
+SELECT queen.renew_lease_v2(%s::jsonb)::text;
+
+-- name: release_leases
+-- Give leases back without acking (the client that asked for them is gone).
+SELECT queen.release_leases_v1(%s::jsonb)::text;
+
+-- name: configure_queue
+SELECT queen.configure_queue_v1(%s::jsonb)::text;
+
+-- name: delete_queue
+-- Delete a queue (cascades to partitions, messages, cursors, DLQ, traces) and the
+-- subscription metadata recorded for it; true when it existed.
+WITH meta AS (
+    DELETE FROM queen.consumer_groups_metadata WHERE queue_name = %(name)s
+), gone AS (
+    DELETE FROM queen.queues WHERE name = %(name)s RETURNING 1
+)
+SELECT count(*) > 0 FROM gone;

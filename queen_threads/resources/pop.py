@@ -1,0 +1,112 @@
+"""GET pop routes: specific partition, any partition of a queue, namespace/task.
+
+`wait=false` pops once and answers 200 (messages) or 204 (none). `wait=true` hands the
+request to the long-poll machinery (registry + poll workers) and answers when messages
+arrive for it or at its deadline (`timeout`, clamped to MAX_TIMEOUT).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import falcon
+
+from queen_threads import validation as v
+from queen_threads.errors import Unavailable
+from queen_threads.http.connection import client_gone, tracked
+from queen_threads.http.request import bool_param, int_param, media, str_param
+from queen_threads.polling import PollingError
+from queen_threads.runtime import Runtime
+
+MAX_BATCH = 10_000
+MAX_PARTITIONS = 100
+
+
+def pop_request(
+    req: falcon.Request,
+    runtime: Runtime,
+    queue: str | None = None,
+    partition: str | None = None,
+) -> dict[str, Any]:
+    """The normalised pop request (the stored function's input) from the query string."""
+    s = runtime.settings
+    mode, start = v.subscription(
+        str_param(req, "subscriptionMode") or s.default_subscription_mode or None,
+        str_param(req, "subscriptionFrom"),
+    )
+    namespace = task = None
+    if queue is None:
+        namespace = v.optional_name(str_param(req, "namespace"), "Namespace")
+        task = v.optional_name(str_param(req, "task"), "Task")
+        if namespace is None and task is None:
+            raise v.ValidationError("namespace or task is required")
+    return {
+        "idx": 0,
+        "queue": v.name(queue, "Queue") if queue is not None else None,
+        "partition": v.name(partition, "Partition") if partition is not None else None,
+        "namespace": namespace,
+        "task": task,
+        "consumerGroup": v.optional_name(
+            str_param(req, "consumerGroup"), "Consumer group", v.QUEUE_MODE
+        ),
+        "batch": int_param(req, "batch", s.default_batch_size, 1, MAX_BATCH),
+        "partitions": 1
+        if partition is not None
+        else int_param(req, "partitions", 1, 1, MAX_PARTITIONS),
+        "leaseId": str(uuid.uuid4()),
+        "autoAck": bool_param(req, "autoAck"),
+        "subscriptionMode": mode,
+        "subscriptionFrom": start,
+        "stopOnEmpty": False,
+    }
+
+
+class Pop:
+    """One resource class serves the three routes (they differ only in the selector)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def _answer(self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any]) -> None:
+        s = self.runtime.settings
+        timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
+        if bool_param(req, "wait") and timeout > 0:
+            self._long_poll(req, resp, request, min(timeout, s.max_timeout_ms))
+            return
+        result = self.runtime.pop(request)
+        if result.get("messages"):
+            media(resp, result)
+        else:
+            resp.status = 204
+
+    def _long_poll(
+        self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any], timeout: int
+    ) -> None:
+        polling = self.runtime.polling
+        intention = polling.intention(request, timeout, uuid.uuid4().hex)
+        try:
+            answer = polling.wait(intention, lambda: client_gone(req.env))
+        except PollingError as exc:
+            raise Unavailable(f"Server is busy with waiting long polls ({exc})", 1) from exc
+        if answer is None or answer.status != 200 or not answer.body:
+            resp.status = 204
+            return
+        leases = list(answer.lease_ids)
+        if client_gone(req.env):
+            polling.longpoll.release(leases)
+            resp.status = 204
+            return
+        resp.status = 200
+        resp.content_type = falcon.MEDIA_JSON
+        resp.content_length = len(answer.body)
+        resp.stream = tracked(answer.body, lambda: polling.longpoll.release(leases))
+
+    def on_get(
+        self,
+        req: falcon.Request,
+        resp: falcon.Response,
+        queue: str | None = None,
+        partition: str | None = None,
+    ) -> None:
+        self._answer(req, resp, pop_request(req, self.runtime, queue, partition))

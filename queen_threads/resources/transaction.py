@@ -1,0 +1,38 @@
+"""POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from queen_threads import validation as v
+from queen_threads.http.request import json_object, media
+from queen_threads.runtime import Runtime
+
+
+def operation(op: Any) -> dict[str, Any]:
+    if not isinstance(op, dict):
+        raise v.ValidationError("Each operation must be a JSON object")
+    kind = op.get("type")
+    if kind == "push":
+        items = v.items_list(op, "items", "push operation requires an items array")
+        return {"type": "push", "items": [v.push_item(item) for item in items]}
+    if kind == "ack":
+        return {"type": "ack", **v.ack_item(op)}
+    raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
+
+
+class Transaction:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_object(req, self.runtime.settings.max_body_size)
+        if "operations" not in body:
+            raise v.ValidationError("operations array required")
+        raw = v.items_list(body, "operations", "operations array required")
+        if not raw:
+            raise v.ValidationError("operations array cannot be empty")
+        result = self.runtime.transaction([operation(op) for op in raw])
+        media(resp, result, 200 if result.get("success") else 409)

@@ -1,0 +1,100 @@
+"""Wires the long-poll machinery of one worker process to the database and to wake-ups."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from queen_threads.polling import (
+    BackoffPolicy,
+    LongPollService,
+    PollIntention,
+    PollIntentionRegistry,
+    PollWorkerPool,
+    Response,
+    ResponseQueues,
+)
+from queen_threads.services.popper import DbPopper
+from queen_threads.settings import Settings
+from queen_threads.store import QueueStore
+
+
+class PollingService:
+    """Registry + poll-worker pool + response queues + the LongPollService facade."""
+
+    def __init__(self, settings: Settings, store: QueueStore, worker_id: int) -> None:
+        self.settings = settings
+        self.worker_id = worker_id
+        policy = BackoffPolicy(
+            base_ms=settings.poll_db_interval_ms,
+            threshold=settings.queue_backoff_threshold,
+            multiplier=settings.queue_backoff_multiplier,
+            max_ms=settings.queue_max_poll_interval_ms,
+        )
+        self.registry = PollIntentionRegistry(
+            capacity=settings.max_poll_intentions,
+            policy=policy,
+            worker_count=settings.poll_worker_count,
+        )
+        self.responses = ResponseQueues()
+        self.popper = DbPopper(store)
+        self.pool = PollWorkerPool(
+            settings.poll_worker_count,
+            self.registry,
+            self.popper,
+            self.responses,
+            worker_interval_ms=settings.poll_worker_interval_ms,
+            cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
+        )
+        self.longpoll = LongPollService(
+            self.registry, self.pool, self.responses, self.popper, check_every_s=0.5
+        )
+
+    def start(self) -> None:
+        self.pool.start()
+
+    def stop(self, timeout: float = 1.0) -> bool:
+        return self.pool.stop(timeout)
+
+    def intention(self, request: dict[str, Any], timeout_ms: int, request_id: str) -> PollIntention:
+        now = time.monotonic()
+        return PollIntention(
+            request_id=request_id,
+            worker_id=self.worker_id,
+            queue=request["queue"],
+            partition=request["partition"],
+            namespace=request["namespace"],
+            task=request["task"],
+            consumer_group=request["consumerGroup"],
+            batch=request["batch"],
+            partitions=request["partitions"],
+            subscription_mode=request["subscriptionMode"],
+            subscription_from=request["subscriptionFrom"],
+            auto_ack=request["autoAck"],
+            deadline=now + timeout_ms / 1000.0,
+            created_at=now,
+        )
+
+    def wait(
+        self, intention: PollIntention, is_disconnected: Callable[[], bool]
+    ) -> Response | None:
+        return self.longpoll.wait_for(intention, is_disconnected)
+
+    def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
+        """A push or a freed lease somewhere: wake the groups that may now get messages."""
+        queue = event.get("queue")
+        if not isinstance(queue, str):
+            return
+        group = event.get("consumerGroup") if event.get("kind") == "free" else None
+        self.pool.notify(
+            queue,
+            event.get("partition"),
+            group if isinstance(group, str) else None,
+            namespace=event.get("namespace") or None,
+            task=event.get("task") or None,
+            source=source,
+        )
+
+    def stats(self) -> dict[str, object]:
+        return self.pool.stats()

@@ -1,0 +1,80 @@
+"""One method per queue operation, one stored-function call (one round trip) each.
+
+The store is the only caller of the queue functions in `schema/functions/`. It adds what
+PostgreSQL cannot do itself: AES-GCM encryption of payloads and their decryption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from queen_threads import queries
+from queen_threads.crypto import PayloadCipher
+from queen_threads.db import Database
+
+
+class QueueStore:
+    """Queue operations over the database; values always travel as bind parameters."""
+
+    def __init__(self, db: Database, cipher: PayloadCipher | None = None) -> None:
+        self.db = db
+        self.cipher = cipher
+
+    def _call(self, query: str, arg: Any) -> Any:
+        text = self.db.fetch_value(queries.get(query), (orjson.dumps(arg).decode(),))
+        return orjson.loads(text) if text is not None else None
+
+    # -- producers ------------------------------------------------------------------
+    def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.cipher is not None:
+            self._encrypt(items)
+        return list(self._call("push_messages", items))
+
+    def _encrypt(self, items: list[dict[str, Any]]) -> None:
+        assert self.cipher is not None
+        names = sorted({item["queue"] for item in items})
+        rows = self.db.fetch_all(queries.get("encrypted_queues"), (names,))
+        encrypted = {row[0] for row in rows}
+        for item in items:
+            if item["queue"] in encrypted:
+                item["payload"] = self.cipher.encrypt(item["payload"])
+                item["isEncrypted"] = True
+
+    # -- consumers ------------------------------------------------------------------
+    def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One call for several pops (each its own lease); results in request order."""
+        results: list[dict[str, Any]] = self._call("pop_batch", list(requests))
+        for result in results:
+            for message in result.get("messages") or ():
+                if message.pop("isEncrypted", False) and self.cipher is not None:
+                    message["data"] = self.cipher.decrypt(message["data"])
+        return results
+
+    def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return list(self._call("ack_messages", {"acks": acks}))
+
+    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.cipher is not None:
+            pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
+            if pushed:
+                self._encrypt(pushed)
+        return dict(self._call("execute_transaction", {"operations": operations}))
+
+    def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
+        return dict(self._call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))
+
+    def release_leases(self, lease_ids: Sequence[str]) -> int:
+        """Give leases back (client gone): their messages go to the next consumer now."""
+        if not lease_ids:
+            return 0
+        return int(self._call("release_leases", {"leaseIds": list(lease_ids)}))
+
+    # -- administration -------------------------------------------------------------
+    def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._call("configure_queue", body))
+
+    def delete_queue(self, name: str) -> bool:
+        return bool(self.db.fetch_value(queries.get("delete_queue"), {"name": name}))

@@ -1,0 +1,178 @@
+"""Validation of request bodies and names: everything a route accepts is checked here.
+
+Each function returns a normalised structure ready for the stored function, or raises
+ValidationError with a message the client can act on (answered 400, nothing changed).
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import datetime
+from typing import Any
+
+from queen_threads.errors import ValidationError
+
+QUEUE_MODE = "__QUEUE_MODE__"
+DEFAULT_PARTITION = "Default"
+NAME_RE = re.compile(r"^[A-Za-z0-9._:@=\-]{1,255}$")
+NAME_RULE = "1-255 characters: letters, digits and . _ - : @ ="
+ACK_STATUSES = ("completed", "success", "failed", "dlq", "retry")
+SUBSCRIPTION_MODES = ("", "all", "from_beginning", "new", "new-only")
+MAX_TRANSACTION_ID = 255
+
+
+def name(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string")
+    if not NAME_RE.match(value):
+        raise ValidationError(f"Invalid {what.lower()} name {value!r}: use {NAME_RULE}")
+    return value
+
+
+def optional_name(value: Any, what: str, default: str | None = None) -> str | None:
+    return default if value is None else name(value, what)
+
+
+def optional_str(value: Any, what: str, max_len: int = 10_000) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string")
+    if len(value) > max_len:
+        raise ValidationError(f"{what} is too long (max {max_len} characters)")
+    return value
+
+
+def required_str(body: dict[str, Any], key: str, message: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str) or not value:
+        raise ValidationError(message)
+    return value
+
+
+def uuid_str(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ValidationError(f"{what} must be a UUID, got {value!r}") from None
+
+
+def timestamp(value: Any, what: str) -> str:
+    """An ISO-8601 timestamp, returned unchanged for PostgreSQL (which parses it again)."""
+    if not isinstance(value, str) or not value:
+        raise ValidationError(f"{what} must be an ISO-8601 timestamp")
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValidationError(f"{what} must be an ISO-8601 timestamp, got {value!r}") from None
+    return value
+
+
+def items_list(body: dict[str, Any], key: str, message: str) -> list[Any]:
+    value = body.get(key)
+    if not isinstance(value, list):
+        raise ValidationError(message)
+    return value
+
+
+def push_item(item: Any, producer_sub: str | None = None) -> dict[str, Any]:
+    """One push item: {queue, partition, payload, transactionId, traceId, producerSub}."""
+    if not isinstance(item, dict):
+        raise ValidationError("Each item must be a JSON object")
+    if "queue" not in item or item["queue"] is None:
+        raise ValidationError("Queue is required on every item")
+    tid = optional_str(item.get("transactionId"), "TransactionId", MAX_TRANSACTION_ID)
+    if tid == "":
+        raise ValidationError("TransactionId must not be empty")
+    return {
+        "queue": name(item["queue"], "Queue"),
+        "partition": optional_name(item.get("partition"), "Partition", DEFAULT_PARTITION),
+        "payload": item.get("payload"),
+        "transactionId": tid or str(uuid.uuid4()),
+        "traceId": uuid_str(item.get("traceId"), "TraceId"),
+        "producerSub": producer_sub,
+    }
+
+
+def ack_item(item: Any, group: str | None = None) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise ValidationError("Each acknowledgment must be a JSON object")
+    tid = item.get("transactionId")
+    if not isinstance(tid, str) or not tid:
+        raise ValidationError("Each acknowledgment must have a valid transactionId string")
+    pid = item.get("partitionId")
+    if not isinstance(pid, str) or not pid:
+        raise ValidationError(
+            "Each acknowledgment must have a valid partitionId string to ensure message uniqueness"
+        )
+    status = item.get("status", "completed")
+    if status is None:
+        status = "completed"
+    if status not in ACK_STATUSES:
+        raise ValidationError(f"Unknown status {status!r}: use one of {', '.join(ACK_STATUSES)}")
+    return {
+        "transactionId": tid,
+        "partitionId": uuid_str(pid, "partitionId"),
+        "status": status,
+        "error": optional_str(item.get("error"), "error"),
+        "consumerGroup": optional_name(
+            group if group is not None else item.get("consumerGroup"), "Consumer group", QUEUE_MODE
+        ),
+        "leaseId": optional_str(item.get("leaseId"), "leaseId", 64) or None,
+    }
+
+
+def subscription(mode: str | None, start: str | None) -> tuple[str | None, str | None]:
+    if mode is not None and mode not in SUBSCRIPTION_MODES:
+        raise ValidationError(
+            f"Unknown subscriptionMode {mode!r}: use one of all, from_beginning, new, new-only"
+        )
+    if start is not None and start != "now":
+        start = timestamp(start, "subscriptionFrom")
+    return mode, start
+
+
+INT_OPTIONS = ("leaseTime", "maxSize", "ttl", "retryLimit", "retryDelay", "priority",
+               "delayedProcessing", "windowBuffer", "retentionSeconds",
+               "completedRetentionSeconds", "maxWaitTimeSeconds")  # fmt: skip
+BOOL_OPTIONS = ("deadLetterQueue", "dlqAfterMaxRetries", "retentionEnabled", "encryptionEnabled")
+MAX_OPTION = 2**31 - 1
+
+
+def _int_option(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValidationError(f"options.{key} must be an integer")
+    if isinstance(value, float) and not value.is_integer():
+        raise ValidationError(f"options.{key} must be an integer")
+    if not 0 <= value <= MAX_OPTION:
+        raise ValidationError(f"options.{key} must be between 0 and {MAX_OPTION}")
+    return int(value)
+
+
+def configure_body(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("queue") is None:
+        raise ValidationError("queue is required")
+    options = body.get("options") or {}
+    if not isinstance(options, dict):
+        raise ValidationError("options must be a JSON object")
+    clean: dict[str, Any] = {}
+    for key in INT_OPTIONS:
+        if options.get(key) is not None:
+            clean[key] = _int_option(key, options[key])
+    for key in BOOL_OPTIONS:
+        if options.get(key) is not None:
+            if not isinstance(options[key], bool):
+                raise ValidationError(f"options.{key} must be a boolean")
+            clean[key] = options[key]
+    ns, task = body.get("namespace"), body.get("task")
+    return {
+        "queue": name(body["queue"], "Queue"),
+        "namespace": ns if isinstance(ns, str) else None,
+        "task": task if isinstance(task, str) else None,
+        "options": clean,
+    }
