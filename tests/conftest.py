@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import falcon.testing
 import psycopg2
 import psycopg2.extensions
 import pytest
 
 from queen_threads import migrate
+from queen_threads.app import create_app
 from queen_threads.db import Database, PoolConfig
 from queen_threads.embedded import EmbeddedPostgres
+from queen_threads.runtime import Runtime
+from queen_threads.settings import load_settings
 from tests.support.server import ServerProcess
 
 
@@ -134,3 +138,25 @@ def server(migrated_dsn: str) -> Iterator[ServerProcess]:
     """The real gunicorn -k gevent server (2 workers) on a fresh database."""
     with ServerProcess(migrated_dsn, workers=2) as srv:
         yield srv
+
+
+@pytest.fixture
+def make_runtime(migrated_dsn: str) -> Iterator[Callable[..., Runtime]]:
+    """Build a started Runtime on the test database with settings overrides (env names)."""
+    made: list[Runtime] = []
+
+    def make(**env: str) -> Runtime:
+        runtime = Runtime(load_settings(env, dotenv_path=None), migrated_dsn)
+        runtime.start()
+        made.append(runtime)
+        return runtime
+
+    yield make
+    for runtime in made:
+        runtime.stop()
+
+
+@pytest.fixture
+def api(make_runtime: Callable[..., Runtime]) -> falcon.testing.TestClient:
+    """The whole HTTP application in-process (falcon's test client) on a fresh database."""
+    return falcon.testing.TestClient(create_app(make_runtime()))
