@@ -10,6 +10,7 @@ from queen_threads.resources import admin
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
+from queen_threads.resources.metrics import Metrics
 from queen_threads.resources.pop import Pop
 from queen_threads.resources.push import Push
 from queen_threads.resources.queues import Configure, Queue
@@ -25,6 +26,7 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.req_options.keep_blank_qs_values = True
     errors.install(app)
     app.add_route("/health", Health(runtime))
+    app.add_route("/metrics", Metrics(runtime))
     app.add_route(f"{API}/configure", Configure(runtime))
     app.add_route(f"{API}/resources/queues/{{queue}}", Queue(runtime))
     app.add_route(f"{API}/push", Push(runtime))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import falcon.testing
@@ -89,19 +90,26 @@ def fresh_db(pg_admin_dsn: str) -> Iterator[str]:
         conn.close()
 
 
-@pytest.fixture
-def migrated_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
-    """DSN of a fresh copy of the migrated template database."""
+@contextmanager
+def database_from_template(admin_dsn: str, template: str) -> Iterator[str]:
+    """A fresh copy of the migrated template database (dropped afterwards); its DSN."""
     name = f"queen_t_{uuid.uuid4().hex[:12]}"
-    conn = _admin(pg_admin_dsn)
+    conn = _admin(admin_dsn)
     with conn.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
     try:
-        yield _with_db(pg_admin_dsn, name)
+        yield _with_db(admin_dsn, name)
     finally:
         with conn.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.close()
+
+
+@pytest.fixture
+def migrated_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+    """DSN of a fresh copy of the migrated template database."""
+    with database_from_template(pg_admin_dsn, template_db) as dsn:
+        yield dsn
 
 
 @pytest.fixture

@@ -1,0 +1,214 @@
+"""Long polling against the real gunicorn -k gevent server (2 worker processes)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import ServerProcess
+
+
+@pytest.fixture(scope="module")
+def lp_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess]:
+    from tests.conftest import database_from_template
+
+    with database_from_template(pg_admin_dsn, template_db) as dsn, ServerProcess(dsn) as srv:
+        yield srv
+
+
+def qname() -> str:
+    return f"lp-{uuid.uuid4().hex[:10]}"
+
+
+def push(url: str, queue: str, payload: Any = None, partition: str = "Default") -> None:
+    item = {"queue": queue, "partition": partition, "payload": payload}
+    r = httpx.post(f"{url}/api/v1/push", json={"items": [item]})
+    assert r.status_code == 201, r.text
+    assert r.json()[0]["status"] == "queued"
+
+
+class Waiter(threading.Thread):
+    """A long poll in a thread; `started` is set once the request is on the wire."""
+
+    def __init__(self, url: str, queue: str, timeout_ms: int = 10000, **params: Any) -> None:
+        super().__init__(daemon=True)
+        self.url = f"{url}/api/v1/pop/queue/{queue}"
+        self.params = {"wait": "true", "timeout": str(timeout_ms), **params}
+        self.timeout_s = timeout_ms / 1000 + 5
+        self.response: httpx.Response | None = None
+        self.answered_at = 0.0
+
+    def run(self) -> None:
+        self.response = httpx.get(self.url, params=self.params, timeout=self.timeout_s)
+        self.answered_at = time.monotonic()
+
+
+def wait_registered(url: str, count: int, timeout: float = 5.0) -> None:
+    """Until the server reports `count` waiting intentions in total (via /metrics)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = sum_registered(url)
+        if seen >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"expected {count} waiting long polls, saw {sum_registered(url)}")
+
+
+def sum_registered(url: str) -> int:
+    # /metrics is answered by one worker process; ask repeatedly to see both processes.
+    seen: dict[int, int] = {}
+    for _ in range(8):
+        body = httpx.get(f"{url}/metrics").json()
+        seen[body["worker"]["pid"]] = body["longPolling"]["registry"]["intentions"]
+    return sum(seen.values())
+
+
+def test_long_poll_answered_when_message_pushed_later(lp_server: ServerProcess) -> None:
+    q = qname()
+    waiter = Waiter(lp_server.url, q)
+    waiter.start()
+    wait_registered(lp_server.url, 1)
+    pushed_at = time.monotonic()
+    push(lp_server.url, q, {"hello": "later"})
+    waiter.join(10)
+    assert waiter.response is not None
+    assert waiter.response.status_code == 200
+    assert waiter.response.json()["messages"][0]["data"] == {"hello": "later"}
+    assert waiter.answered_at - pushed_at < 1.0, "woken by the push, not by a slow poll"
+
+
+def test_long_poll_times_out_with_204_on_time(lp_server: ServerProcess) -> None:
+    started = time.monotonic()
+    r = httpx.get(
+        f"{lp_server.url}/api/v1/pop/queue/{qname()}",
+        params={"wait": "true", "timeout": "1000"},
+        timeout=10,
+    )
+    elapsed = time.monotonic() - started
+    assert r.status_code == 204
+    assert r.content == b""
+    assert 0.95 <= elapsed <= 1.3, f"answered after {elapsed:.3f}s for a 1 s timeout"
+
+
+def test_timeout_is_clamped_to_max_timeout(migrated_dsn: str) -> None:
+    with ServerProcess(migrated_dsn, workers=1, MAX_TIMEOUT="500") as srv:
+        started = time.monotonic()
+        r = httpx.get(
+            f"{srv.url}/api/v1/pop/queue/{qname()}",
+            params={"wait": "true", "timeout": "60000"},
+            timeout=10,
+        )
+        assert r.status_code == 204
+        assert time.monotonic() - started < 1.5
+
+
+def test_push_on_instance_b_wakes_long_poll_on_instance_a(migrated_dsn: str) -> None:
+    with ServerProcess(migrated_dsn, workers=1) as a, ServerProcess(migrated_dsn, workers=1) as b:
+        q = qname()
+        waiter = Waiter(a.url, q)
+        waiter.start()
+        wait_registered(a.url, 1)
+        pushed_at = time.monotonic()
+        push(b.url, q, "across")
+        waiter.join(10)
+        assert waiter.response is not None and waiter.response.status_code == 200
+        assert waiter.response.json()["messages"][0]["data"] == "across"
+        assert waiter.answered_at - pushed_at < 1.0, "LISTEN/NOTIFY woke instance A"
+
+
+def raw_long_poll(port: int, path: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
+def test_disconnected_waiter_does_not_strand_the_message(lp_server: ServerProcess) -> None:
+    q = qname()
+    gone = raw_long_poll(lp_server.port, f"/api/v1/pop/queue/{q}?wait=true&timeout=20000")
+    wait_registered(lp_server.url, 1)
+    gone.close()
+    # The departed client's intention is withdrawn; the next waiter gets the message now
+    # (the queue's lease time is 300 s, so a stranded lease would block it for minutes).
+    waiter = Waiter(lp_server.url, q, timeout_ms=8000)
+    waiter.start()
+    wait_registered(lp_server.url, 1)
+    push(lp_server.url, q, "for the living")
+    waiter.join(10)
+    assert waiter.response is not None and waiter.response.status_code == 200
+    assert waiter.response.json()["messages"][0]["data"] == "for the living"
+
+
+def test_lease_taken_for_a_departed_client_is_released(lp_server: ServerProcess) -> None:
+    q = qname()
+    # Two departed clients and no push yet: whichever is popped for must give the lease back.
+    socks = [
+        raw_long_poll(lp_server.port, f"/api/v1/pop/queue/{q}?wait=true&timeout=20000")
+        for _ in range(2)
+    ]
+    wait_registered(lp_server.url, 2)
+    for s in socks:
+        s.close()
+    push(lp_server.url, q, "x")
+    r = httpx.get(
+        f"{lp_server.url}/api/v1/pop/queue/{q}", params={"wait": "true", "timeout": "5000"}
+    )
+    assert r.status_code == 200
+    assert r.json()["messages"][0]["data"] == "x"
+
+
+async def _many_long_polls(port: int, n: int, path: str) -> list[bytes]:
+    async def one() -> bytes:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        status = await reader.readline()
+        await reader.read()
+        writer.close()
+        return status
+
+    return await asyncio.gather(*(one() for _ in range(n)))
+
+
+def test_two_thousand_concurrent_long_polls_are_all_answered(lp_server: ServerProcess) -> None:
+    path = f"/api/v1/pop/queue/{qname()}?wait=true&timeout=3000"
+    statuses = asyncio.run(_many_long_polls(lp_server.port, 2000, path))
+    assert len(statuses) == 2000
+    assert all(s.startswith(b"HTTP/1.1 204") for s in statuses), set(statuses)
+
+
+@pytest.mark.parametrize("count", ["1", "8"])
+def test_poll_worker_counts_one_and_eight(migrated_dsn: str, count: str) -> None:
+    with ServerProcess(migrated_dsn, workers=1, POLL_WORKER_COUNT=count) as srv:
+        queues = [qname() for _ in range(6)]
+        waiters = [Waiter(srv.url, q) for q in queues]
+        for w in waiters:
+            w.start()
+        wait_registered(srv.url, len(waiters))
+        for q in queues:
+            push(srv.url, q, q)
+        for w, q in zip(waiters, queues, strict=True):
+            w.join(10)
+            assert w.response is not None and w.response.status_code == 200
+            assert w.response.json()["messages"][0]["data"] == q
+
+
+def test_sigterm_answers_waiters_and_exits(migrated_dsn: str) -> None:
+    srv = ServerProcess(migrated_dsn, workers=2).start()
+    waiters = [Waiter(srv.url, qname(), timeout_ms=30000) for _ in range(4)]
+    for w in waiters:
+        w.start()
+    wait_registered(srv.url, 4)
+    stopped_at = time.monotonic()
+    assert srv.stop() == 0
+    for w in waiters:
+        w.join(5)
+        assert w.response is not None and w.response.status_code == 204
+        assert w.answered_at - stopped_at < 1.5, "waiters answered within about a second"
