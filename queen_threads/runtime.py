@@ -10,7 +10,6 @@ import logging
 import os
 import threading
 import time
-from typing import Any
 
 from queen_threads import __version__, migrate
 from queen_threads.crypto import PayloadCipher
@@ -18,6 +17,7 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import MigrationError
 from queen_threads.services.listener import WakeupListener
 from queen_threads.services.polling import PollingService
+from queen_threads.services.queue_service import QueueService
 from queen_threads.services.stats import RequestStats
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
@@ -52,6 +52,7 @@ class Runtime:
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         self.store = QueueStore(self.db, cipher)
         self.polling = PollingService(settings, self.store, self.worker_id)
+        self.queues = QueueService(self.store, self.polling)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
         self._stopping = threading.Event()
@@ -63,38 +64,6 @@ class Runtime:
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
-
-    # -- queue operations with their wake-up side effects ---------------------------
-    def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = self.store.push(items)
-        woken: set[tuple[str, str]] = set()
-        for item, result in zip(items, results, strict=False):
-            key = (item["queue"], item["partition"])
-            if result.get("status") == "queued" and key not in woken:
-                woken.add(key)
-                self.polling.pool.notify(key[0], key[1], source="push")
-        return results
-
-    def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = self.store.ack(acks)
-        for ack, result in zip(acks, results, strict=False):
-            if result.get("leaseReleased") and result.get("queueName"):
-                self.polling.pool.notify(
-                    result["queueName"], result.get("partitionName"), ack["consumerGroup"],
-                    source="push",
-                )  # fmt: skip
-        return results
-
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = self.store.transaction(operations)
-        if result.get("success"):
-            for op in operations:
-                for item in op.get("items") or ():
-                    self.polling.pool.notify(item["queue"], item["partition"], source="push")
-        return result
-
-    def pop(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self.store.pop([request])[0]
 
     def _ensure_schema(self) -> None:
         """Apply migrations; while the database is down keep trying in the background."""

@@ -19,7 +19,7 @@ class Ack:
             raise v.ValidationError("transactionId is required")
         if not isinstance(body.get("partitionId"), str) or not body["partitionId"]:
             raise v.ValidationError("partitionId is required to ensure message uniqueness")
-        media(resp, self.runtime.ack([v.ack_item(body)]))
+        media(resp, self.runtime.queues.ack([v.ack_item(body)]))
 
 
 class AckBatch:
@@ -33,4 +33,4 @@ class AckBatch:
             raise v.ValidationError("acknowledgments array cannot be empty")
         group = body.get("consumerGroup")
         acks = [v.ack_item(item, group) for item in raw]
-        media(resp, self.runtime.ack(acks))
+        media(resp, self.runtime.queues.ack(acks))

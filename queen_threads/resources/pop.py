@@ -74,7 +74,7 @@ class Pop:
         if bool_param(req, "wait") and timeout > 0:
             self._long_poll(req, resp, request, min(timeout, s.max_timeout_ms))
             return
-        result = self.runtime.pop(request)
+        result = self.runtime.queues.pop(request)
         if result.get("messages"):
             media(resp, result)
         else:

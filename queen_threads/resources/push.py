@@ -17,5 +17,5 @@ class Push:
         body = json_object(req, self.runtime.settings.max_body_size)
         raw = v.items_list(body, "items", "items array is required")
         items = [v.push_item(item) for item in raw]
-        results = self.runtime.push(items) if items else []
+        results = self.runtime.queues.push(items) if items else []
         media(resp, results, 201)

@@ -34,5 +34,5 @@ class Transaction:
         raw = v.items_list(body, "operations", "operations array required")
         if not raw:
             raise v.ValidationError("operations array cannot be empty")
-        result = self.runtime.transaction([operation(op) for op in raw])
+        result = self.runtime.queues.transaction([operation(op) for op in raw])
         media(resp, result, 200 if result.get("success") else 409)
