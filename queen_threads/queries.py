@@ -1,6 +1,7 @@
-"""Loads `schema/queries.sql`: every statement the Python side runs, by name.
+"""Loads the named statements: `schema/queries.sql` plus `schema/queries/*.sql`.
 
-The file is a sequence of blocks, each starting with `-- name: <name>` followed by an
+Every statement the Python side runs lives in those files (one namespace of names). A
+file is a sequence of blocks, each starting with `-- name: <name>` followed by an
 optional `-- <one-line description>` and the statement.
 """
 
@@ -28,7 +29,14 @@ def parse(text: str) -> dict[str, str]:
 
 @cache
 def _load(path: Path) -> dict[str, str]:
-    return parse(path.read_text(encoding="utf-8"))
+    files = [path, *sorted((path.parent / "queries").glob("*.sql"))]
+    merged: dict[str, str] = {}
+    for f in files:
+        for name, sql in parse(f.read_text(encoding="utf-8")).items():
+            if name in merged:
+                raise ValueError(f"query {name!r} is defined twice ({f.name})")
+            merged[name] = sql
+    return merged
 
 
 def get(name: str) -> str:
