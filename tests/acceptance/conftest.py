@@ -1,0 +1,83 @@
+"""Fixtures for the acceptance tests that drive the real server through the official client.
+
+One server (real `gunicorn -k gevent`, 2 workers) on its own migrated database serves every
+`test_client_*` module of the session; tests stay independent by using unique queue,
+namespace and consumer-group names. The official client (`queen-mq`) is asyncio-based:
+`client_run(body)` runs `await body(client)` on a fresh event loop with a fresh `Queen`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, TypeVar
+
+import psycopg2
+import psycopg2.extensions
+import pytest
+from queen import Queen
+
+from tests.support.server import ServerProcess
+
+T = TypeVar("T")
+ClientRun = Callable[..., Any]
+
+# Each test body gets this long before it is cancelled, so a server that never answers
+# fails the test instead of hanging the suite.
+BODY_TIMEOUT_S = 30
+
+
+@pytest.fixture(scope="session")
+def client_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess]:
+    """A real server on a fresh copy of the migrated template, shared by the session."""
+    name = f"queen_client_{uuid.uuid4().hex[:12]}"
+    admin = psycopg2.connect(pg_admin_dsn)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
+    try:
+        with ServerProcess(psycopg2.extensions.make_dsn(pg_admin_dsn, dbname=name)) as srv:
+            yield srv
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@contextlib.asynccontextmanager
+async def open_client(url: str) -> AsyncIterator[Queen]:
+    """A `Queen` client; restores the SIGINT/SIGTERM handlers the client replaces."""
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    # One attempt: a 5xx must surface at once instead of after the client's 1 s + 2 s
+    # retry sleeps (the retry path is client code, not server behaviour).
+    client = Queen(url=url, retry_attempts=1)
+    try:
+        yield client
+    finally:
+        await client.close()
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+@pytest.fixture
+def client_run(client_server: ServerProcess) -> ClientRun:
+    """`client_run(body)` -> the result of `await body(client)`, bounded in time."""
+
+    def run(body: Callable[[Queen], Awaitable[T]], timeout: float = BODY_TIMEOUT_S) -> T:
+        async def main() -> T:
+            async with open_client(client_server.url) as client:
+                return await asyncio.wait_for(body(client), timeout)
+
+        return asyncio.run(main())
+
+    return run
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """`unique("orders")` -> a name no other test uses (queues, groups, namespaces)."""
+    tag = uuid.uuid4().hex[:10]
+    return lambda prefix: f"{prefix}-{tag}"
