@@ -1,0 +1,204 @@
+"""One method per administration operation (DLQ, messages, consumer groups, traces,
+resource listings), one named statement (one round trip) each.
+
+`AdminStore` is the only caller of the `admin_*` statements in `schema/queries.sql`. Like
+`QueueStore` it decrypts payloads of encrypted queues before they leave the server.
+Optional filters travel as NULL bind parameters; missing things raise `NotFound`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from queen_threads import queries
+from queen_threads.crypto import PayloadCipher
+from queen_threads.db import Database
+from queen_threads.errors import NotFound
+
+
+class AdminStore:
+    """Administration reads and writes over the database."""
+
+    def __init__(
+        self, db: Database, cipher: PayloadCipher | None = None, worker_id: str | None = None
+    ) -> None:
+        self.db = db
+        self.cipher = cipher
+        self.worker_id = worker_id
+
+    def _json(self, query: str, params: Any) -> Any:
+        text = self.db.fetch_value(queries.get(query), params)
+        return orjson.loads(text) if text is not None else None
+
+    def _call(self, query: str, arg: dict[str, Any]) -> Any:
+        return self._json(query, (orjson.dumps(arg).decode(),))
+
+    def _plain(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Drop the internal isEncrypted flag, decrypting `data` when it was set."""
+        if message.pop("isEncrypted", False) and self.cipher is not None:
+            message["data"] = self.cipher.decrypt(message.get("data"))
+        return message
+
+    # -- dead-letter queue ----------------------------------------------------------
+    def dlq(
+        self,
+        *,
+        queue: str | None,
+        partition: str | None,
+        group: str | None,
+        from_ts: datetime | None,
+        to_ts: datetime | None,
+        limit: int,
+        offset: int,
+    ) -> dict[str, Any]:
+        page: dict[str, Any] = self._json("admin_dlq_list", {
+            "queue": queue, "partition": partition, "group": group,
+            "from_ts": from_ts, "to_ts": to_ts, "limit": limit, "offset": offset,
+        })  # fmt: skip
+        page["messages"] = [self._plain(m) for m in page["messages"]]
+        return page
+
+    def requeue(self, partition_id: str, transaction_id: str, group: str | None) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("admin_requeue_dlq_message", {
+            "partitionId": partition_id, "transactionId": transaction_id, "consumerGroup": group,
+        })  # fmt: skip
+        if not result["messageFound"]:
+            raise NotFound("Message not found")
+        if not result["found"]:
+            suffix = f" for consumer group {group}" if group else ""
+            raise NotFound(f"Message is not in the dead-letter queue{suffix}")
+        return result
+
+    # -- messages -------------------------------------------------------------------
+    def messages(
+        self,
+        *,
+        queue: str | None,
+        partition: str | None,
+        from_ts: datetime | None,
+        to_ts: datetime | None,
+        limit: int,
+        offset: int,
+    ) -> dict[str, Any]:
+        return dict(self._json("admin_message_list", {
+            "queue": queue, "partition": partition, "from_ts": from_ts, "to_ts": to_ts,
+            "limit": limit, "offset": offset,
+        }))  # fmt: skip
+
+    def message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
+        found = self._json("admin_message_detail", _message_key(partition_id, transaction_id))
+        if found is None:
+            raise NotFound("Message not found")
+        return self._plain(found)
+
+    def delete_message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
+        """{found, deleted, leasedBy}: a message under a live lease is not deleted."""
+        result: dict[str, Any] = self._json(
+            "admin_message_delete", _message_key(partition_id, transaction_id)
+        )
+        if not result["found"]:
+            raise NotFound("Message not found")
+        return result
+
+    # -- consumer groups ------------------------------------------------------------
+    def consumer_groups(self) -> list[dict[str, Any]]:
+        return list(self._json("admin_consumer_groups", {"group": None, "details": False}))
+
+    def consumer_group(self, group: str) -> dict[str, Any]:
+        found = self._json("admin_consumer_groups", {"group": group, "details": True})
+        if not found:
+            raise NotFound(f"Consumer group {group} not found")
+        return dict(found[0])
+
+    def lagging(self, min_lag_seconds: int) -> list[dict[str, Any]]:
+        return list(self._json("admin_consumer_groups_lagging", {"min_lag": min_lag_seconds}))
+
+    def delete_consumer_group(
+        self, group: str, delete_metadata: bool, queue: str | None = None
+    ) -> tuple[int, int]:
+        """(cursor rows deleted, metadata rows deleted); on one queue when `queue` is set."""
+        params = {"group": group, "delete_metadata": delete_metadata, "queue": queue}
+        query = "admin_delete_consumer_group_queue" if queue else "admin_delete_consumer_group"
+        row = self.db.fetch_one(queries.get(query), params)
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+    def update_subscription(self, group: str, timestamp: datetime) -> int:
+        return self.db.execute(
+            queries.get("admin_update_subscription"), {"group": group, "timestamp": timestamp}
+        )
+
+    def seek(
+        self,
+        group: str,
+        queue: str,
+        partition: str | None,
+        to_end: bool,
+        timestamp: datetime | None,
+    ) -> int:
+        """Partitions whose cursor moved; NotFound for an unknown queue or partition."""
+        result = self._call("admin_seek_consumer_group", {
+            "consumerGroup": group, "queue": queue, "partition": partition, "toEnd": to_end,
+            "timestamp": timestamp.isoformat() if timestamp else None,
+        })  # fmt: skip
+        if not result["queueFound"]:
+            raise NotFound(f"Queue {queue} not found")
+        if partition is not None and not result["partitionFound"]:
+            raise NotFound(f"Partition {partition} of queue {queue} not found")
+        return int(result["partitionsUpdated"])
+
+    # -- traces ---------------------------------------------------------------------
+    def add_trace(
+        self,
+        partition_id: str,
+        transaction_id: str,
+        *,
+        data: Any,
+        names: list[str],
+        group: str | None,
+        event_type: str,
+    ) -> str:
+        trace_id = self.db.fetch_value(queries.get("admin_trace_insert"), {
+            **_message_key(partition_id, transaction_id),
+            "group": group, "event_type": event_type, "data": orjson.dumps(data).decode(),
+            "names": names, "worker_id": self.worker_id,
+        })  # fmt: skip
+        if trace_id is None:
+            raise NotFound("Message not found")
+        return str(trace_id)
+
+    def traces_for_message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
+        found = self._json("admin_traces_for_message", _message_key(partition_id, transaction_id))
+        if found is None:
+            raise NotFound("Message not found")
+        return dict(found)
+
+    def traces_by_name(self, name: str, limit: int, offset: int) -> dict[str, Any]:
+        params = {"name": name, "limit": limit, "offset": offset}
+        return dict(self._json("admin_traces_by_name", params))
+
+    def trace_names(self, limit: int, offset: int) -> dict[str, Any]:
+        return dict(self._json("admin_trace_names", {"limit": limit, "offset": offset}))
+
+    # -- resources ------------------------------------------------------------------
+    def queues(self) -> dict[str, Any]:
+        return dict(self._json("admin_queue_list", None))
+
+    def queue(self, name: str) -> dict[str, Any]:
+        found = self._json("admin_queue_detail", {"queue": name})
+        if found is None:
+            raise NotFound(f"Queue {name} not found")
+        return dict(found)
+
+    def namespaces(self) -> list[dict[str, Any]]:
+        return list(self._json("admin_namespace_list", {"by_task": False}))
+
+    def tasks(self) -> list[dict[str, Any]]:
+        return list(self._json("admin_namespace_list", {"by_task": True}))
+
+
+def _message_key(partition_id: str, transaction_id: str) -> dict[str, str]:
+    return {"partition_id": partition_id, "transaction_id": transaction_id}

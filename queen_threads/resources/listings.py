@@ -1,0 +1,56 @@
+"""Resource listings for dashboards: queues, one queue, namespaces, tasks.
+
+GET    /api/v1/resources/queues
+GET    /api/v1/resources/queues/{queue}     (DELETE of the same path: resources/queues.py)
+GET    /api/v1/resources/namespaces
+GET    /api/v1/resources/tasks
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from queen_threads import validation as v
+from queen_threads.admin_store import AdminStore
+from queen_threads.http.request import media
+from queen_threads.resources import queues
+from queen_threads.runtime import Runtime
+
+
+class Queues:
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.store.queues())
+
+
+class Queue:
+    """GET is the queue detail; DELETE is the queue deletion of resources/queues.py (falcon
+    allows one resource per route, and this one replaces it on the same template)."""
+
+    def __init__(self, store: AdminStore, runtime: Runtime) -> None:
+        self.store = store
+        self.delete = queues.Queue(runtime)
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        media(resp, self.store.queue(v.name(queue, "Queue")))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        self.delete.on_delete(req, resp, queue)
+
+
+class Namespaces:
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, {"namespaces": self.store.namespaces()})
+
+
+class Tasks:
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, {"tasks": self.store.tasks()})

@@ -1,0 +1,107 @@
+"""Messages: listing, detail, delete, requeue from the DLQ, move to the DLQ.
+
+GET    /api/v1/messages?queue=&partition=&from=&to=&limit=200&offset=0
+GET    /api/v1/messages/{partitionId}/{transactionId}
+DELETE /api/v1/messages/{partitionId}/{transactionId}
+POST   /api/v1/messages/{partitionId}/{transactionId}/retry   body {consumerGroup?} or empty
+POST   /api/v1/messages/{partitionId}/{transactionId}/dlq     body {consumerGroup?, error?}
+"""
+
+from __future__ import annotations
+
+import falcon
+
+from queen_threads import validation as v
+from queen_threads.admin_store import AdminStore
+from queen_threads.errors import NotFound
+from queen_threads.http.request import json_object, media
+from queen_threads.resources.admin import message_key, name_param, page, time_range
+from queen_threads.runtime import Runtime
+
+DEFAULT_LIMIT = 200
+MANUAL_DLQ_ERROR = "Moved to the dead-letter queue by an administrator"
+
+
+class MessageList:
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        limit, offset = page(req, DEFAULT_LIMIT)
+        start, end = time_range(req)
+        media(resp, self.store.messages(
+            queue=name_param(req, "queue", "Queue"),
+            partition=name_param(req, "partition", "Partition"),
+            from_ts=start, to_ts=end, limit=limit, offset=offset,
+        ))  # fmt: skip
+
+
+class Message:
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(
+        self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
+    ) -> None:
+        media(resp, self.store.message(*message_key(partitionId, transactionId)))
+
+    def on_delete(
+        self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
+    ) -> None:
+        pid, tid = message_key(partitionId, transactionId)
+        result = self.store.delete_message(pid, tid)
+        if not result["deleted"]:
+            holders = ", ".join(result["leasedBy"])
+            error = f"Message is leased by consumer group {holders}: ack it or let the lease expire"
+            media(resp, {"error": error, "leasedBy": result["leasedBy"]}, 409)
+            return
+        media(resp, {"deleted": True, "partitionId": pid, "transactionId": tid})
+
+
+class Retry:
+    """Requeue a dead-lettered message: a copy goes to the tail of its partition."""
+
+    def __init__(self, store: AdminStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
+
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
+    ) -> None:
+        pid, tid = message_key(partitionId, transactionId)
+        body = json_object(req, self.body_limit, allow_empty=True)
+        group = v.optional_name(body.get("consumerGroup"), "Consumer group")
+        result = self.store.requeue(pid, tid, group)
+        media(resp, {
+            "success": True, "partitionId": pid, "transactionId": tid,
+            "newTransactionId": result["newTransactionId"], "messageId": result["messageId"],
+            "queue": result["queue"], "partition": result["partition"],
+            "requeuedFor": result["requeuedFor"],
+        })  # fmt: skip
+
+
+class MoveToDeadLetter:
+    """Dead-letter a message for one group: the same operation as an ack with status dlq
+    (allowed for the group's next message or one in its current batch)."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(
+        self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
+    ) -> None:
+        pid, tid = message_key(partitionId, transactionId)
+        body = json_object(req, self.runtime.settings.max_body_size, allow_empty=True)
+        group = v.optional_name(body.get("consumerGroup"), "Consumer group", v.QUEUE_MODE)
+        error = v.optional_str(body.get("error", body.get("errorMessage")), "error")
+        ack = v.ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
+                          "error": error or MANUAL_DLQ_ERROR, "consumerGroup": group})  # fmt: skip
+        result = self.runtime.queues.ack([ack])[0]
+        if result.get("error") == "Message not found":
+            raise NotFound("Message not found")
+        if result.get("status") == "failed_dlq":
+            media(resp, {"success": True, "partitionId": pid, "transactionId": tid,
+                         "consumerGroup": group, "dlq": True})  # fmt: skip
+            return
+        error = result.get("error") or f"Message was already consumed by consumer group {group}"
+        media(resp, {"success": False, "error": error}, 409)

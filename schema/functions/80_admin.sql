@@ -1,0 +1,353 @@
+-- ADMIN. Stored functions behind the administration routes, for the work that is either
+-- concurrency-sensitive (requeue from the DLQ, seek: they lock rows in the same order as
+-- push and pop do) or shared by several statements in queries.sql (per-partition lag of
+-- consumer groups). Everything else the admin routes run is a plain statement.
+
+-- Per-(group, partition) consumption state, for the consumer-group routes.
+-- Scope: every (group, queue) pair where the group has a cursor on some partition of the
+-- queue or stored subscription metadata naming the queue (directly or by namespace/task),
+-- times every partition of that queue. A partition the group has not visited yet is
+-- measured from where its cursor would start (queue mode and 'all': the beginning; 'new' or
+-- timestamp subscriptions: after the stored instant), exactly as pop would create it.
+-- lag = messages beyond the cursor not yet acked out of order; oldest_unconsumed_at = the
+-- creation time of the first message beyond the cursor.
+CREATE OR REPLACE FUNCTION queen._group_partitions(p_group text)
+RETURNS TABLE (
+    consumer_group       text,
+    queue_id             uuid,
+    queue_name           text,
+    partition_id         uuid,
+    partition_name       text,
+    has_cursor           boolean,
+    lease_active         boolean,
+    lease_expires_at     timestamptz,
+    lag                  bigint,
+    oldest_unconsumed_at timestamptz,
+    last_consumed_at     timestamptz,
+    last_activity_at     timestamptz
+)
+LANGUAGE sql STABLE AS $$
+    WITH gq AS (
+        SELECT pc.consumer_group AS grp, p.queue_id AS qid
+          FROM queen.partition_consumers pc
+          JOIN queen.partitions p ON p.id = pc.partition_id
+         WHERE p_group IS NULL OR pc.consumer_group = p_group
+        UNION
+        SELECT m.consumer_group, q.id
+          FROM queen.consumer_groups_metadata m
+          JOIN queen.queues q
+            ON q.name = m.queue_name
+            OR (m.queue_name = '' AND (m.namespace <> '' OR m.task <> '')
+                AND (m.namespace = '' OR m.namespace = q.namespace)
+                AND (m.task = '' OR m.task = q.task))
+         WHERE p_group IS NULL OR m.consumer_group = p_group
+    )
+    SELECT gq.grp, q.id, q.name, p.id, p.name,
+           pc.partition_id IS NOT NULL,
+           coalesce(pc.lease_expires_at > now(), false),
+           pc.lease_expires_at,
+           greatest(s.n - coalesce(cardinality(pc.acked_ids), 0), 0),
+           s.oldest,
+           pc.last_consumed_at,
+           greatest(pc.last_consumed_at, pc.lease_acquired_at, pc.created_at)
+      FROM gq
+      JOIN queen.queues q ON q.id = gq.qid
+      JOIN queen.partitions p ON p.queue_id = q.id
+      LEFT JOIN queen.partition_consumers pc
+             ON pc.partition_id = p.id AND pc.consumer_group = gq.grp
+     CROSS JOIN LATERAL (
+            SELECT CASE WHEN pc.partition_id IS NOT NULL OR gq.grp = '__QUEUE_MODE__' THEN NULL
+                        ELSE queen._subscription_start(gq.grp, q.name, p.name, q.namespace, q.task)
+                   END AS start_ts
+           ) st
+     CROSS JOIN LATERAL (
+            SELECT CASE WHEN pc.partition_id IS NOT NULL
+                        THEN coalesce(pc.last_consumed_created_at, '-infinity')
+                        ELSE coalesce(st.start_ts, '-infinity') END AS ts,
+                   CASE WHEN pc.partition_id IS NOT NULL THEN pc.last_consumed_id
+                        WHEN st.start_ts IS NOT NULL THEN 9223372036854775807
+                        ELSE 0 END AS id
+           ) c
+     CROSS JOIN LATERAL (
+            SELECT count(*) AS n, min(m.created_at) AS oldest
+              FROM queen.messages m
+             WHERE m.partition_id = p.id
+               AND (m.created_at, m.id) > (c.ts, c.id)
+           ) s
+$$;
+
+-- SEEK: move a consumer group's cursor on every partition of a queue (or one partition)
+-- and drop its leases and retry state. Partitions it has not visited yet get a cursor too.
+-- Input:  {consumerGroup, queue, partition|null, toEnd: bool, timestamp: ISO|null}
+--   toEnd     -> after the newest message ever pushed to the partition
+--   timestamp -> after the last message created at or before it (the beginning if none)
+-- Output: {queueFound, partitionFound, partitionsUpdated}
+CREATE OR REPLACE FUNCTION queen.seek_consumer_group_v1(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_group  text := coalesce(nullif(p ->> 'consumerGroup', ''), '__QUEUE_MODE__');
+    v_queue  text := p ->> 'queue';
+    v_part   text := nullif(p ->> 'partition', '');
+    v_to_end boolean := coalesce(queen._jbool(p -> 'toEnd', false), false);
+    v_ts     timestamptz := queen._try_timestamptz(p ->> 'timestamp');
+    v_q      queen.queues;
+    v_count  integer := 0;
+    r        record;
+BEGIN
+    SELECT * INTO v_q FROM queen.queues WHERE name = v_queue;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('queueFound', false, 'partitionFound', false,
+                                  'partitionsUpdated', 0);
+    END IF;
+    IF NOT v_to_end AND v_ts IS NULL THEN
+        RAISE EXCEPTION 'toEnd or timestamp is required' USING ERRCODE = '22023';
+    END IF;
+    FOR r IN
+        WITH tgt AS (
+            SELECT p.id,
+                   CASE WHEN v_to_end THEN pl.last_message_created_at ELSE b.created_at END AS ts,
+                   CASE WHEN v_to_end THEN pl.last_message_id ELSE b.id END AS mid
+              FROM queen.partitions p
+              LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
+              LEFT JOIN LATERAL (
+                    SELECT m.created_at, m.id
+                      FROM queen.messages m
+                     WHERE NOT v_to_end AND m.partition_id = p.id AND m.created_at <= v_ts
+                     ORDER BY m.created_at DESC, m.id DESC
+                     LIMIT 1) b ON true
+             WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part)
+        )
+        INSERT INTO queen.partition_consumers AS pc
+               (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
+        SELECT tgt.id, v_group, tgt.ts, coalesce(tgt.mid, 0)
+          FROM tgt
+         ORDER BY tgt.id
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE
+           SET last_consumed_created_at = EXCLUDED.last_consumed_created_at,
+               last_consumed_id = EXCLUDED.last_consumed_id,
+               lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
+               batch_ids = NULL, acked_ids = NULL,
+               retry_message_id = NULL, retry_count = 0, retry_available_at = NULL
+        RETURNING pc.partition_id
+    LOOP
+        v_count := v_count + 1;
+    END LOOP;
+    IF v_count > 0 THEN
+        -- A seek backwards (or a dropped lease) can make messages available: wake pollers.
+        PERFORM pg_notify('queen_wakeup', jsonb_build_object(
+                    'kind', 'free', 'queue', v_q.name, 'partition', p.name,
+                    'consumerGroup', v_group, 'namespace', v_q.namespace, 'task', v_q.task)::text)
+           FROM queen.partitions p
+          WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part);
+    END IF;
+    RETURN jsonb_build_object('queueFound', true, 'partitionFound', v_count > 0,
+                              'partitionsUpdated', v_count);
+END;
+$$;
+
+-- REQUEUE from the DLQ. Consumption is cursor-based, so a dead-lettered message (which the
+-- cursor has passed) becomes deliverable again as a copy appended at the tail of its
+-- partition: new id, same payload / traceId / producerSub / encryption flag, transactionId
+-- "<original>:retry:<12 hex>" (the original row keeps its transactionId, which is unique per
+-- partition). The DLQ rows are removed in the same transaction.
+-- Other groups whose cursor had already reached the old tail of the partition are moved past
+-- the copy, so a group that completed the original does not receive it again when it is
+-- caught up; a group still behind the tail will read the copy too (at-least-once).
+-- Input:  {partitionId, transactionId, consumerGroup|null (null = every group that
+--          dead-lettered it)}
+-- Output: {found, messageFound, requeuedFor:[groups], newTransactionId, messageId, queue,
+--          partition}
+CREATE OR REPLACE FUNCTION queen.requeue_dlq_message_v1(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pid     uuid := queen._try_uuid(p ->> 'partitionId');
+    v_txn     text := p ->> 'transactionId';
+    v_group   text := nullif(p ->> 'consumerGroup', '');
+    v_msg     queen.messages;
+    v_pname   text;
+    v_q       queen.queues;
+    v_groups  text[];
+    v_tail_ts timestamptz;
+    v_tail_id bigint;
+    v_ts      timestamptz;
+    v_new_txn text;
+    v_new     queen.messages;
+BEGIN
+    SELECT * INTO v_msg FROM queen.messages
+     WHERE partition_id = v_pid AND transaction_id = v_txn;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('found', false, 'messageFound', false);
+    END IF;
+
+    -- Same lock as push: serialises with pushes to this partition, so (created_at, id) of
+    -- the copy follows every message committed before it.
+    SELECT p.name INTO v_pname FROM queen.partitions p WHERE p.id = v_pid FOR NO KEY UPDATE;
+    SELECT q.* INTO v_q FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+     WHERE p.id = v_pid;
+
+    WITH gone AS (
+        DELETE FROM queen.dead_letter_queue d
+         WHERE d.message_id = v_msg.id AND (v_group IS NULL OR d.consumer_group = v_group)
+        RETURNING d.consumer_group
+    )
+    SELECT array_agg(consumer_group ORDER BY consumer_group) INTO v_groups FROM gone;
+    IF v_groups IS NULL THEN
+        RETURN jsonb_build_object('found', false, 'messageFound', true);
+    END IF;
+
+    SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
+      FROM queen.partition_lookup pl WHERE pl.partition_id = v_pid;
+    v_ts := greatest(clock_timestamp(), v_tail_ts);
+    v_new_txn := v_msg.transaction_id || ':retry:'
+                 || left(replace(gen_random_uuid()::text, '-', ''), 12);
+
+    INSERT INTO queen.messages
+           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+    VALUES (v_new_txn, v_pid, v_msg.payload, v_msg.trace_id, v_msg.producer_sub,
+            v_msg.is_encrypted, v_ts)
+    RETURNING * INTO v_new;
+
+    UPDATE queen.partitions SET last_activity = clock_timestamp() WHERE id = v_pid;
+
+    IF v_tail_id IS NOT NULL THEN
+        UPDATE queen.partition_consumers pc
+           SET last_consumed_created_at = v_new.created_at,
+               last_consumed_id = v_new.id
+         WHERE pc.partition_id = v_pid
+           AND pc.consumer_group <> ALL (v_groups)
+           AND (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
+               >= (v_tail_ts, v_tail_id);
+    END IF;
+
+    PERFORM pg_notify('queen_wakeup', jsonb_build_object(
+        'kind', 'push', 'queue', v_q.name, 'partition', v_pname,
+        'namespace', v_q.namespace, 'task', v_q.task)::text);
+
+    RETURN jsonb_build_object(
+        'found', true,
+        'messageFound', true,
+        'requeuedFor', to_jsonb(v_groups),
+        'newTransactionId', v_new_txn,
+        'messageId', v_new.id::text,
+        'queue', v_q.name,
+        'partition', v_pname);
+END;
+$$;
+
+-- Where one message stands for every consumer group that has a cursor on its partition or
+-- dead-lettered it. status: dead_letter | completed | processing | pending.
+CREATE OR REPLACE FUNCTION queen._message_states(p_mid bigint, p_pid uuid, p_created timestamptz)
+RETURNS TABLE (
+    consumer_group   text,
+    status           text,
+    consumed         boolean,
+    leased           boolean,
+    lease_expires_at timestamptz,
+    dead_lettered    boolean,
+    error_message    text,
+    retry_count      integer,
+    failed_at        timestamptz
+)
+LANGUAGE sql STABLE AS $$
+    SELECT g.grp,
+           CASE WHEN d.id IS NOT NULL THEN 'dead_letter'
+                WHEN s.consumed THEN 'completed'
+                WHEN s.leased THEN 'processing'
+                ELSE 'pending' END,
+           s.consumed,
+           s.leased,
+           CASE WHEN s.leased THEN pc.lease_expires_at END,
+           d.id IS NOT NULL,
+           d.error_message,
+           coalesce(d.retry_count,
+                    CASE WHEN pc.retry_message_id = p_mid THEN pc.retry_count ELSE 0 END),
+           d.failed_at
+      FROM (SELECT pc0.consumer_group AS grp FROM queen.partition_consumers pc0
+             WHERE pc0.partition_id = p_pid
+            UNION
+            SELECT d0.consumer_group FROM queen.dead_letter_queue d0 WHERE d0.message_id = p_mid) g
+      LEFT JOIN queen.partition_consumers pc
+             ON pc.partition_id = p_pid AND pc.consumer_group = g.grp
+      LEFT JOIN queen.dead_letter_queue d ON d.message_id = p_mid AND d.consumer_group = g.grp
+     CROSS JOIN LATERAL (
+            SELECT c.consumed,
+                   NOT c.consumed AND coalesce(pc.lease_expires_at > now()
+                                               AND p_mid = ANY (pc.batch_ids), false) AS leased
+              FROM (SELECT pc.partition_id IS NOT NULL
+                           AND ((p_created, p_mid) <= (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                                       pc.last_consumed_id)
+                                OR p_mid = ANY (coalesce(pc.acked_ids, '{}'))) AS consumed) c
+           ) s
+$$;
+
+-- Message counts of one partition as queue mode sees them: pending (not delivered),
+-- processing (in a live lease, not acked yet), completed (consumed or dead-lettered).
+CREATE OR REPLACE FUNCTION queen._partition_stats(p_pid uuid)
+RETURNS TABLE (total bigint, pending bigint, processing bigint, completed bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT t.n,
+           greatest(b.n - a.acked - a.leased, 0),
+           a.leased,
+           t.n - greatest(b.n - a.acked, 0)
+      FROM (SELECT count(*) AS n FROM queen.messages m0 WHERE m0.partition_id = p_pid) t
+      LEFT JOIN queen.partition_consumers pc
+             ON pc.partition_id = p_pid AND pc.consumer_group = '__QUEUE_MODE__'
+     CROSS JOIN LATERAL (
+            SELECT count(*) AS n
+              FROM queen.messages m
+             WHERE m.partition_id = p_pid
+               AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                           coalesce(pc.last_consumed_id, 0))
+           ) b
+     CROSS JOIN LATERAL (
+            SELECT coalesce(cardinality(pc.acked_ids), 0)::bigint AS acked,
+                   CASE WHEN pc.lease_expires_at > now()
+                        THEN (SELECT count(*) FROM unnest(pc.batch_ids) x
+                               WHERE NOT x = ANY (coalesce(pc.acked_ids, '{}')))
+                        ELSE 0 END::bigint AS leased
+           ) a
+$$;
+
+-- The same counts for a whole queue, plus its partition count and DLQ rows (every group).
+CREATE OR REPLACE FUNCTION queen._queue_stats(p_qid uuid)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+               'partitions', count(p.id),
+               'messages', jsonb_build_object(
+                   'total', coalesce(sum(s.total), 0),
+                   'pending', coalesce(sum(s.pending), 0),
+                   'processing', coalesce(sum(s.processing), 0),
+                   'completed', coalesce(sum(s.completed), 0),
+                   'deadLettered', (SELECT count(*) FROM queen.dead_letter_queue d
+                                      JOIN queen.partitions dp ON dp.id = d.partition_id
+                                     WHERE dp.queue_id = p_qid)))
+      FROM queen.partitions p
+     CROSS JOIN LATERAL queen._partition_stats(p.id) s
+     WHERE p.queue_id = p_qid
+$$;
+
+-- One trace as the API shows it.
+CREATE OR REPLACE FUNCTION queen._trace_json(t queen.message_traces)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+               'id', t.id,
+               'transactionId', t.transaction_id,
+               'partitionId', t.partition_id,
+               'queue', q.name,
+               'partition', p.name,
+               'consumerGroup', t.consumer_group,
+               'eventType', t.event_type,
+               'data', t.data,
+               'traceNames', coalesce((SELECT jsonb_agg(n.trace_name ORDER BY n.trace_name)
+                                         FROM queen.message_trace_names n
+                                        WHERE n.trace_id = t.id), '[]'::jsonb),
+               'workerId', t.worker_id,
+               'createdAt', queen._iso_ms(t.created_at))
+      FROM queen.partitions p
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = t.partition_id
+$$;
