@@ -11,6 +11,7 @@ from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
 from queen_threads.resources.metrics import Metrics
+from queen_threads.resources.peers import Notify
 from queen_threads.resources.pop import Pop
 from queen_threads.resources.push import Push
 from queen_threads.resources.queues import Configure, Queue
@@ -38,5 +39,6 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.add_route(f"{API}/ack/batch", AckBatch(runtime))
     app.add_route(f"{API}/transaction", Transaction(runtime))
     app.add_route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime))
+    app.add_route("/internal/api/notify", Notify(runtime))
     admin.register(app, runtime, API)
     return app

@@ -16,6 +16,7 @@ from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import MigrationError
 from queen_threads.services.listener import WakeupListener
+from queen_threads.services.peers import PeerService
 from queen_threads.services.polling import PollingService
 from queen_threads.services.queue_service import QueueService
 from queen_threads.services.stats import RequestStats
@@ -53,6 +54,16 @@ class Runtime:
         self.store = QueueStore(self.db, cipher)
         self.polling = PollingService(settings, self.store, self.worker_id)
         self.queues = QueueService(self.store, self.polling)
+        self.peers = PeerService(
+            self.polling.on_event,
+            http_peers=settings.peers,
+            udp_peers=settings.udp_peers,
+            udp_port=settings.udp_notify_port,
+            batch_ms=settings.peer_notify_batch_ms,
+            host=settings.host,
+            port=settings.port,
+        )
+        self.queues.sinks.append(self.peers)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
         self._stopping = threading.Event()
@@ -60,7 +71,9 @@ class Runtime:
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
         self.polling.start()
-        self.listener.start()
+        if self.settings.listen_notify:
+            self.listener.start()
+        self.peers.start()
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
@@ -85,6 +98,7 @@ class Runtime:
             return
         self._stopping.set()
         self.listener.stop()
+        self.peers.stop()
         self.polling.stop(timeout=1.0)
 
     def stop(self) -> None:

@@ -207,6 +207,26 @@ class Settings:
         "Waiting long polls per worker process; beyond it a long poll gets 503 + Retry-After.",
     )
 
+    # --- Peers (wake-ups between instances besides LISTEN/NOTIFY) ------------------------
+    listen_notify: bool = env(
+        "QUEEN_LISTEN_NOTIFY",
+        True,
+        _bool,
+        "Wake long polls through PostgreSQL LISTEN/NOTIFY (off e.g. behind a pooler).",
+    )
+    peers: tuple[str, ...] = env(
+        "QUEEN_PEERS", (), _csv, "Comma list of peer base URLs notified over HTTP on push/ack."
+    )
+    udp_peers: tuple[str, ...] = env(
+        "QUEEN_UDP_PEERS", (), _csv, "Comma list of host[:port] peers notified over UDP."
+    )
+    udp_notify_port: int = env(
+        "QUEEN_UDP_NOTIFY_PORT", 6633, _int(1, 65535), "UDP port to receive (and default send)."
+    )
+    peer_notify_batch_ms: int = env(
+        "PEER_NOTIFY_BATCH_MS", 10, _int(0, 1000), "Window in which peer notifications batch, ms."
+    )
+
     # --- Encryption ------------------------------------------------------------------
     encryption_key: str = env(
         "QUEEN_ENCRYPTION_KEY",

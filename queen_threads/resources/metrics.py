@@ -29,6 +29,7 @@ class Metrics:
                 "received": rt.listener.received,
                 "reconnects": rt.listener.reconnects,
             },
+            "peers": rt.peers.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }

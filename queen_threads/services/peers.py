@@ -1,0 +1,273 @@
+"""Wake-ups between server instances over HTTP (`QUEEN_PEERS`) and UDP (`QUEEN_UDP_PEERS`).
+
+PostgreSQL LISTEN/NOTIFY already reaches every process of every instance; peers are the
+seed's extra, database-free path. Outbound: local pushes and freed leases are queued,
+de-duplicated within `PEER_NOTIFY_BATCH_MS`, and sent to each peer (one JSON notification
+per POST to `/internal/api/notify`, or per UDP datagram). Inbound: a notification reaches
+one worker process of the instance (whichever accepted it), which applies it and relays it
+to its sibling processes over Unix datagram sockets, so every waiter is woken.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import http.client
+import logging
+import os
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from queen_threads.errors import ValidationError
+
+log = logging.getLogger("queen_threads.peers")
+
+Apply = Callable[[dict[str, Any], str], None]
+TYPES = {"message_available": "push", "partition_free": "free"}
+KINDS = {kind: wire for wire, kind in TYPES.items()}
+MAX_DATAGRAM = 4096
+
+
+def to_wire(event: dict[str, Any]) -> dict[str, Any]:
+    """Internal event -> the original's notification body."""
+    body = {
+        "type": KINDS[event["kind"]],
+        "queue": event["queue"],
+        "partition": event.get("partition"),
+        "ts": int(time.time() * 1000),
+    }
+    if event["kind"] == "free":
+        body["consumer_group"] = event.get("consumerGroup")
+    return body
+
+
+def from_wire(body: Any) -> dict[str, Any] | None:
+    """A notification body -> internal event; None for heartbeats. ValidationError if bad."""
+    if not isinstance(body, dict):
+        raise ValidationError("notification must be a JSON object")
+    kind = body.get("type")
+    if kind == "heartbeat":
+        return None
+    if kind not in TYPES:
+        raise ValidationError("type must be message_available, partition_free or heartbeat")
+    queue, partition = body.get("queue"), body.get("partition")
+    group = body.get("consumer_group")
+    if not isinstance(queue, str) or not queue:
+        raise ValidationError("queue is required")
+    if partition is not None and not isinstance(partition, str):
+        raise ValidationError("partition must be a string")
+    if group is not None and not isinstance(group, str):
+        raise ValidationError("consumer_group must be a string")
+    return {"kind": TYPES[kind], "queue": queue, "partition": partition, "consumerGroup": group}
+
+
+def is_self(url: str, host: str, port: int) -> bool:
+    parts = urlsplit(url if "://" in url else f"http://{url}")
+    local = {"localhost", "127.0.0.1", "0.0.0.0", "::1", host, socket.gethostname()}
+    return parts.hostname in local and (parts.port or 80) == port
+
+
+def udp_address(peer: str, default_port: int) -> tuple[str, int]:
+    peer = peer.split("://", 1)[-1].rstrip("/")
+    host, _, port = peer.rpartition(":") if ":" in peer else (peer, "", "")
+    return (host or peer), int(port) if port else default_port
+
+
+class SiblingBus:
+    """Unix datagram sockets, one per worker process of this instance, for relaying."""
+
+    def __init__(self, instance_port: int) -> None:
+        self.dir = os.path.join(tempfile.gettempdir(), f"queen-threads-{instance_port}")
+        os.makedirs(self.dir, exist_ok=True)
+        self.path = os.path.join(self.dir, f"w{os.getpid()}.sock")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+
+    def broadcast(self, event: dict[str, Any]) -> None:
+        data = orjson.dumps(event)
+        out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            for path in glob.glob(os.path.join(self.dir, "w*.sock")):
+                if path == self.path:
+                    continue
+                try:
+                    out.sendto(data, path)
+                except (ConnectionRefusedError, FileNotFoundError):
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)  # a worker that is gone
+                except OSError as exc:
+                    log.debug("relay to %s failed: %s", path, exc)
+        finally:
+            out.close()
+
+    def receive(self) -> dict[str, Any] | None:
+        data = self.sock.recv(MAX_DATAGRAM)
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return None
+        return event if isinstance(event, dict) else None
+
+    def close(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.path)
+
+
+class PeerService:
+    """Outbound notifier + inbound UDP receiver + sibling relay of one worker process."""
+
+    def __init__(
+        self,
+        apply: Apply,
+        *,
+        http_peers: tuple[str, ...],
+        udp_peers: tuple[str, ...],
+        udp_port: int,
+        batch_ms: int,
+        host: str,
+        port: int,
+    ) -> None:
+        self.apply = apply
+        self.http_peers = [p.rstrip("/") for p in http_peers if not is_self(p, host, port)]
+        self.udp_peers = [udp_address(p, udp_port) for p in udp_peers]
+        self.udp_port = udp_port
+        self.batch_s = batch_ms / 1000.0
+        self.port = port
+        self.sent = self.received = self.errors = 0
+        self._pending: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._bus: SiblingBus | None = None
+        self._udp: socket.socket | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.http_peers or self.udp_peers)
+
+    # -- outbound ---------------------------------------------------------------------
+    def __call__(self, event: dict[str, Any]) -> None:
+        """A local push or freed lease: queue it for the peers (de-duplicated)."""
+        if not self.enabled:
+            return
+        key = (event["kind"], event["queue"], event.get("partition"), event.get("consumerGroup"))
+        with self._lock:
+            self._pending[key] = event
+        self._wake.set()
+
+    def _sender(self) -> None:
+        conns: dict[str, http.client.HTTPConnection] = {}
+        udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        while not self._stop.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            self._stop.wait(self.batch_s)
+            with self._lock:
+                events, self._pending = list(self._pending.values()), {}
+            for event in events:
+                body = orjson.dumps(to_wire(event))
+                for peer in self.http_peers:
+                    self._post(conns, peer, body)
+                for addr in self.udp_peers:
+                    try:
+                        udp.sendto(body, addr)
+                        self.sent += 1
+                    except OSError:
+                        self.errors += 1
+        udp.close()
+
+    def _post(self, conns: dict[str, http.client.HTTPConnection], peer: str, body: bytes) -> None:
+        parts = urlsplit(peer if "://" in peer else f"http://{peer}")
+        for attempt in (1, 2):  # a kept-alive connection may have been closed by the peer
+            conn = conns.get(peer) or http.client.HTTPConnection(
+                parts.hostname or "localhost", parts.port or 80, timeout=2
+            )
+            conns[peer] = conn
+            try:
+                conn.request(
+                    "POST", "/internal/api/notify", body, {"Content-Type": "application/json"}
+                )
+                conn.getresponse().read()
+                self.sent += 1
+                return
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                conns.pop(peer, None)
+                if attempt == 2:
+                    self.errors += 1
+                    log.debug("notify %s failed: %s", peer, exc)
+
+    # -- inbound ----------------------------------------------------------------------
+    def receive(self, event: dict[str, Any]) -> None:
+        """A notification from a peer (HTTP or UDP): apply here and relay to siblings."""
+        self.received += 1
+        self.apply(event, "peer")
+        if self._bus is not None:
+            self._bus.broadcast(event)
+
+    def _udp_receiver(self) -> None:
+        assert self._udp is not None
+        while not self._stop.is_set():
+            try:
+                data = self._udp.recv(MAX_DATAGRAM)
+                event = from_wire(orjson.loads(data))
+            except (orjson.JSONDecodeError, ValidationError):
+                continue
+            except OSError:
+                if self._stop.is_set():
+                    return
+                continue
+            if event is not None:
+                self.receive(event)
+
+    def _bus_receiver(self) -> None:
+        assert self._bus is not None
+        while not self._stop.is_set():
+            try:
+                event = self._bus.receive()
+            except OSError:
+                return
+            if event is not None:
+                self.apply(event, "peer")
+
+    def start(self) -> None:
+        self._bus = SiblingBus(self.port)
+        self._spawn(self._bus_receiver, "queen-siblings")
+        if self.enabled:
+            self._spawn(self._sender, "queen-peer-sender")
+        if self.udp_peers:
+            self._udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            self._udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            self._udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            self._udp.bind(("0.0.0.0", self.udp_port))
+            self._spawn(self._udp_receiver, "queen-udp")
+
+    def _spawn(self, target: Callable[[], None], name: str) -> None:
+        threading.Thread(target=target, name=name, daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        for closable in (self._udp, self._bus):
+            if closable is not None:
+                with contextlib.suppress(OSError):
+                    closable.close()
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "httpPeers": self.http_peers,
+            "udpPeers": [f"{h}:{p}" for h, p in self.udp_peers],
+            "sent": self.sent,
+            "received": self.received,
+            "errors": self.errors,
+        }
