@@ -1,0 +1,6 @@
+"""`scripts/bench`: the benchmark suite of queen-threads (see docs/benchmarks.md).
+
+A light asyncio load generator (raw keep-alive HTTP/1.1 connections) drives a running
+server, or one it starts itself (embedded PostgreSQL + the real gunicorn server), through
+scenarios (a)-(f) of issue 6 and reports medians, spreads and where the CPU went.
+"""

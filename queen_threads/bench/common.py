@@ -1,0 +1,191 @@
+"""What every scenario shares: the run context, measured windows, push bodies, prefill."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import orjson
+
+from queen_threads.bench import procstat
+from queen_threads.bench.httpclient import Connection, Endpoint, Response, close_all
+from queen_threads.bench.options import Options, Sizes
+from queen_threads.bench.profile import Profiler
+from queen_threads.bench.server import Target
+
+
+class BenchError(Exception):
+    """The server did something a scenario cannot accept (wrong status, lost message...)."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    unit: str
+
+
+@dataclass
+class RunResult:
+    """One run of a scenario: its figures, the CPU of each measured window, anything else."""
+
+    figures: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    letter: str
+    title: str
+    figures: Callable[[Sizes], list[Figure]]
+    run: Callable[[Context, int], Awaitable[RunResult]]
+
+
+def log(message: str) -> None:
+    print(f"bench: {message}", file=sys.stderr, flush=True)
+
+
+class TxIds:
+    """Unique, time-ordered, UUID-shaped transaction ids (like the client's UUIDv7), cheap."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.node = rng.getrandbits(48)
+        self.count = 0
+
+    def next(self) -> str:
+        self.count += 1
+        n = self.count
+        return (
+            f"{n >> 28 & 0xFFFFFFFF:08x}-{n >> 12 & 0xFFFF:04x}-7{n & 0xFFF:03x}-"
+            f"8{self.node >> 36:03x}-{self.node & 0xFFFFFFFFF:012x}"
+        )
+
+
+class Context:
+    """Shared by all scenarios of one bench invocation."""
+
+    def __init__(self, options: Options, target: Target) -> None:
+        self.options = options
+        self.sizes = options.sizes
+        self.target = target
+        self.endpoint = Endpoint.parse(target.url)
+        self.rng = random.Random(options.seed)
+        self.tag = f"{random.SystemRandom().getrandbits(24):06x}"
+        self.txids = TxIds(self.rng)
+        self.pad = "x" * max(0, options.sizes.payload_bytes - 24)
+        self.profile_label: str | None = None
+        self.profiles: dict[str, dict[str, Any]] = {}
+
+    # names and bodies -------------------------------------------------------------------
+    def queue(self, scenario: str, label: str) -> str:
+        return f"bench-{self.tag}-{scenario}-{label}"
+
+    def items(self, queue: str, partition: str, start: int, count: int) -> list[dict[str, Any]]:
+        return [
+            {"queue": queue, "partition": partition, "payload": {"seq": start + i, "pad": self.pad},
+             "transactionId": self.txids.next()}
+            for i in range(count)
+        ]  # fmt: skip
+
+    def push_body(self, queue: str, partition: str, start: int, count: int) -> bytes:
+        return orjson.dumps({"items": self.items(queue, partition, start, count)})
+
+    @staticmethod
+    def pop_path(queue: str, **params: Any) -> str:
+        query = "&".join(f"{k}={quote(str(v), safe='')}" for k, v in params.items())
+        return f"/api/v1/pop/queue/{quote(queue, safe='')}" + (f"?{query}" if query else "")
+
+    async def connect(self, count: int = 1) -> list[Connection]:
+        from queen_threads.bench.httpclient import open_connections
+
+        return await open_connections(self.endpoint, count)
+
+    # measured windows -------------------------------------------------------------------
+    def worker_pids(self) -> list[int]:
+        root = self.target.server_pid
+        if root is None:
+            return []
+        table = procstat.process_table()
+        return [p for p in procstat.tree(root, table) if p != root] or [root]
+
+    @asynccontextmanager
+    async def measure(self, label: str) -> AsyncIterator[dict[str, float | None]]:
+        """CPU of server, PostgreSQL, load generator and machine during the block."""
+        window = procstat.CpuWindow(
+            {"server": self.target.server_pid, "postgres": self.target.pg_pid}
+        ).start()
+        profiler = None
+        if self.profile_label is not None:
+            out = Path(self.options.profile_dir)
+            name = f"{self.profile_label}-{label}"
+            profiler = Profiler(out, name, self.worker_pids()).start()
+            await asyncio.sleep(0.3)  # let py-spy attach before the window's load
+        result: dict[str, float | None] = {}
+        try:
+            yield result
+        finally:
+            result.update(window.stop())
+            if profiler is not None:
+                self.profiles[f"{self.profile_label}-{label}"] = await asyncio.to_thread(
+                    profiler.stop
+                )
+
+
+def expect(response: Response, status: int | tuple[int, ...], what: str) -> Response:
+    wanted = (status,) if isinstance(status, int) else status
+    if response.status not in wanted:
+        raise BenchError(
+            f"{what}: HTTP {response.status} (wanted {'/'.join(map(str, wanted))}): "
+            f"{response.body[:300]!r}"
+        )
+    return response
+
+
+def check_pushed(response: Response, count: int, what: str = "push") -> None:
+    expect(response, 201, what)
+    queued = response.body.count(b'"status":"queued"')
+    if queued != count:  # not orjson's compact form? count properly before complaining
+        items = response.json()
+        queued = sum(1 for i in items if isinstance(i, dict) and i.get("status") == "queued")
+    if queued != count:
+        raise BenchError(f"{what}: {queued} of {count} items queued: {response.body[:300]!r}")
+
+
+async def configure(conn: Connection, queue: str, **options: Any) -> None:
+    body = {"queue": queue, "options": options}
+    expect(await conn.request("POST", "/api/v1/configure", body), (200, 201), "configure")
+
+
+async def prefill(ctx: Context, queue: str, total: int, partitions: int, parallel: int = 2) -> None:
+    """`total` messages spread evenly over partitions p0..p{n-1}, 1000 per request."""
+    jobs: list[tuple[str, int, int]] = []
+    per = total // partitions
+    for p in range(partitions):
+        count = per + (1 if p < total % partitions else 0)
+        for start in range(0, count, ctx.sizes.push_batch):
+            jobs.append((f"p{p}", start, min(ctx.sizes.push_batch, count - start)))
+    conns = await ctx.connect(min(parallel, len(jobs)) or 1)
+
+    async def worker(conn: Connection) -> None:
+        while jobs:
+            partition, start, count = jobs.pop()
+            raw = conn.render("POST", "/api/v1/push", ctx.push_body(queue, partition, start, count))
+            check_pushed(await conn.request_raw(raw, "POST"), count, "prefill push")
+
+    try:
+        await asyncio.gather(*(worker(c) for c in conns))
+    finally:
+        await close_all(conns)
+
+
+def now() -> float:
+    return time.perf_counter()

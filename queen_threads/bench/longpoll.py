@@ -1,0 +1,177 @@
+"""(d) long-poll wake latency and (e) many idle long polls: memory, CPU, answers on time."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+from queen_threads.bench import procstat
+from queen_threads.bench.common import (
+    BenchError,
+    Context,
+    Figure,
+    RunResult,
+    check_pushed,
+    configure,
+    expect,
+    log,
+    now,
+)
+from queen_threads.bench.httpclient import Connection, HttpError, Response, close_all
+from queen_threads.bench.options import Sizes
+from queen_threads.bench.stats import percentile
+
+WAIT_TIMEOUT_MS = 30_000
+
+
+async def timed_receive(conn: Connection) -> tuple[Response, float]:
+    response = await conn.receive()
+    return response, now()
+
+
+def latency_figures(sizes: Sizes) -> list[Figure]:
+    return [Figure(f"p{p}", f"wake latency p{p} ({sizes.latency_reps} reps)", "ms")
+            for p in (50, 95, 99)]  # fmt: skip
+
+
+async def _one_wake(ctx: Context, consumer: Connection, producer: Connection, queue: str) -> float:
+    poll = consumer.render(
+        "GET", ctx.pop_path(queue, batch=1, wait="true", timeout=WAIT_TIMEOUT_MS)
+    )
+    await consumer.send(poll)
+    answer = asyncio.create_task(timed_receive(consumer))
+    await asyncio.sleep(ctx.rng.uniform(0, ctx.sizes.latency_max_prewait_s))
+    if answer.done():
+        response, _ = answer.result()
+        raise BenchError(f"long poll answered before any push: HTTP {response.status}")
+    body = ctx.push_body(queue, "Default", 0, 1)
+    push = await producer.request_raw(producer.render("POST", "/api/v1/push", body), "POST")
+    pushed_at = now()
+    check_pushed(push, 1, "wake push")
+    response, popped_at = await asyncio.wait_for(answer, WAIT_TIMEOUT_MS / 1000 + 5)
+    messages = expect(response, 200, "woken long poll").json().get("messages") or []
+    if len(messages) != 1:
+        raise BenchError(f"woken long poll carried {len(messages)} messages, wanted 1")
+    m = messages[0]
+    ack = {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+           "leaseId": m.get("leaseId") or None, "status": "completed"}  # fmt: skip
+    expect(await producer.request("POST", "/api/v1/ack", ack), 200, "ack")
+    return (popped_at - pushed_at) * 1000
+
+
+async def wake_latency(ctx: Context, run: int) -> RunResult:
+    queue = ctx.queue("d", f"r{run}")
+    consumer, producer = await ctx.connect(2)
+    latencies: list[float] = []
+    try:
+        await configure(producer, queue)
+        await _one_wake(ctx, consumer, producer, queue)  # warm-up, not counted
+        async with ctx.measure("d") as cpu:
+            for _ in range(ctx.sizes.latency_reps):
+                latencies.append(await _one_wake(ctx, consumer, producer, queue))
+    finally:
+        await close_all([consumer, producer])
+    figures = {f"p{p}": percentile(latencies, p) for p in (50, 95, 99)}
+    extra = {
+        "latencies_ms": [round(x, 3) for x in latencies],
+        "max_ms": round(max(latencies), 3),
+        "min_ms": round(min(latencies), 3),
+    }
+    log(
+        f"(d) run {run + 1}: p50 {figures['p50']:.1f} ms, p95 {figures['p95']:.1f} ms, "
+        f"p99 {figures['p99']:.1f} ms, max {extra['max_ms']:.1f} ms"
+    )
+    return RunResult(figures, {k: cpu for k in figures}, extra)
+
+
+def idle_figures(sizes: Sizes) -> list[Figure]:
+    n = f"{sizes.idle_polls:,} polls"
+    return [
+        Figure("rss_growth_mb", f"{n}: server RSS growth", "MB"),
+        Figure("server_cpu", f"{n}: server CPU while idle", "% of a core"),
+        Figure("postgres_cpu", f"{n}: PostgreSQL CPU while idle", "% of a core"),
+        Figure("answered_204", f"{n}: answered 204 at the deadline", "polls"),
+        Figure("late_p99_ms", f"{n}: answer after deadline, p99", "ms"),
+    ]
+
+
+async def idle_polls(ctx: Context, run: int) -> RunResult:
+    s = ctx.sizes
+    server = ctx.target.server_pid
+    queues = [ctx.queue("e", f"r{run}-q{i}") for i in range(s.idle_queues)]
+    (setup,) = await ctx.connect(1)
+    try:
+        for q in queues:
+            await configure(setup, q)
+    finally:
+        await setup.close()
+    await asyncio.sleep(1.0)
+    rss_before = procstat.tree_rss_kb(server) if server else 0
+    conns = await ctx.connect(s.idle_polls)
+    rss_connected = procstat.tree_rss_kb(server) if server else 0
+    timeout_ms = int(s.idle_hold_s * 1000)
+    sent_at: list[float] = []
+    for i, conn in enumerate(conns):
+        path = ctx.pop_path(queues[i % len(queues)], batch=1, wait="true", timeout=timeout_ms)
+        await conn.send(conn.render("GET", path))
+        sent_at.append(now())
+    answers = [asyncio.create_task(timed_receive(c)) for c in conns]
+    last_sent = sent_at[-1]
+    deadline = last_sent + s.idle_hold_s
+    await asyncio.sleep(min(2.0, s.idle_hold_s / 4))
+    rss_peak = 0
+    early = sum(1 for a in answers if a.done())
+    async with ctx.measure("e") as cpu:
+        while now() < deadline - 1.5:
+            rss_peak = max(rss_peak, procstat.tree_rss_kb(server) if server else 0)
+            await asyncio.sleep(min(1.0, max(0.0, deadline - 1.5 - now())))
+    rss_peak = max(rss_peak, procstat.tree_rss_kb(server) if server else 0)
+    done, _ = await asyncio.wait(answers, timeout=s.idle_hold_s + 30)
+    statuses: Counter[str] = Counter()
+    lateness: list[float] = []
+    for i, task in enumerate(answers):
+        if task not in done:
+            statuses["no answer"] += 1
+            task.cancel()
+            continue
+        exc = task.exception()
+        if exc is not None:
+            statuses[type(exc).__name__ if not isinstance(exc, HttpError) else "closed"] += 1
+            continue
+        response, at = task.result()
+        statuses[str(response.status)] += 1
+        lateness.append((at - sent_at[i] - s.idle_hold_s) * 1000)
+    await close_all(conns)
+    rss_after = procstat.tree_rss_kb(server) if server else 0
+    figures: dict[str, float] = {
+        "rss_growth_mb": round((rss_peak - rss_before) / 1024, 1),
+        "answered_204": statuses.get("204", 0),
+        "late_p99_ms": round(percentile(lateness, 99), 1) if lateness else float("nan"),
+    }
+    if cpu.get("server") is not None:
+        figures["server_cpu"] = float(cpu["server"] or 0)
+    if cpu.get("postgres") is not None:
+        figures["postgres_cpu"] = float(cpu["postgres"] or 0)
+    extra: dict[str, Any] = {
+        "polls": s.idle_polls,
+        "queues": s.idle_queues,
+        "timeout_ms": timeout_ms,
+        "send_spread_s": round(last_sent - sent_at[0], 3),
+        "answered_before_window": early,
+        "statuses": dict(statuses),
+        "late_ms_min": round(min(lateness), 1) if lateness else None,
+        "late_ms_p50": round(percentile(lateness, 50), 1) if lateness else None,
+        "late_ms_max": round(max(lateness), 1) if lateness else None,
+        "early_answers": sum(1 for x in lateness if x < -100),
+        "rss_kb": {
+            "before": rss_before,
+            "connected": rss_connected,
+            "peak": rss_peak,
+            "after": rss_after,
+        },
+    }
+    log(f"(e) run {run + 1}: {figures}, statuses {dict(statuses)}, cpu {cpu}")
+    if statuses.get("204", 0) != s.idle_polls:
+        log(f"(e) WARNING: only {statuses.get('204', 0)} of {s.idle_polls} polls answered 204")
+    return RunResult(figures, {k: cpu for k in figures}, extra)

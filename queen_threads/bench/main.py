@@ -1,0 +1,116 @@
+"""Entry point of `scripts/bench`: set up the target, run the scenarios, print and save."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from queen_threads.bench import machine, report, server
+from queen_threads.bench.common import Context, log
+from queen_threads.bench.options import Options, parse_args
+from queen_threads.bench.profile import summary_markdown
+from queen_threads.bench.runner import ScenarioOutcome, cpu_rows, rows, run_all
+
+
+def server_log_problems(path: str | None, limit: int = 20) -> list[str]:
+    """Error lines and tracebacks the started server logged during the run."""
+    if not path:
+        return []
+    try:
+        lines = Path(path).read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    bad = [
+        ln
+        for ln in lines
+        if '"level":"error"' in ln or '"level":"critical"' in ln or "Traceback" in ln
+    ]
+    return bad[-limit:]
+
+
+def render(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> str:
+    parts = [report.results_table(rows(ctx, outcomes))]
+    cpu = cpu_rows(ctx, outcomes, cores)
+    if cpu:
+        parts += [
+            "",
+            "CPU during each measured window, % of one core (median of runs):",
+            "",
+            report.cpu_table(cpu),
+        ]
+    for label, summary in ctx.profiles.items():
+        parts += ["", summary_markdown(label, summary)]
+    return "\n".join(parts)
+
+
+def bench(options: Options) -> int:
+    server.raise_fd_limit()
+    managed = server.ManagedServer(options) if options.start_server else None
+    started = time.time()
+    try:
+        if managed is not None:
+            log("starting embedded PostgreSQL and the server")
+        target = managed.start() if managed is not None else server.attach(options)
+        log(f"target {target.url} (server pid {target.server_pid}, postgres pid {target.pg_pid})")
+        info: dict[str, Any] = {
+            "command": "scripts/bench " + shlex.join(options.argv),
+            "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "machine": machine.machine(),
+            "postgres": machine.postgres(target.dsn),
+            "code": machine.code_version(),
+            "server": {
+                "url": target.url,
+                "started_by_bench": target.started_here,
+                "env": target.server_env,
+                "workers": options.workers if target.started_here else None,
+            },
+            "sizes": options.sizes.__dict__,
+        }
+        ctx = Context(options, target)
+        outcomes = asyncio.run(run_all(ctx))
+        problems = server_log_problems(target.log_path)
+    finally:
+        if managed is not None:
+            managed.stop()
+    cores = int(info["machine"]["cores"] or 1)
+    print(render(ctx, outcomes, cores))
+    info["elapsed_s"] = round(time.time() - started, 1)
+    info["scenarios"] = {o.letter: o.as_dict(ctx) for o in outcomes}
+    info["profiles"] = ctx.profiles
+    info["server_log_problems"] = problems
+    if problems:
+        log(f"the server logged {len(problems)} error line(s); last: {problems[-1][:300]}")
+    if options.json_path:
+        Path(options.json_path).write_bytes(
+            orjson.dumps(info, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+        )
+        log(f"raw numbers written to {options.json_path}")
+    log(f"done in {info['elapsed_s']:.0f}s")
+    return 1 if any(o.error for o in outcomes) else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(sys.argv[1:] if argv is None else argv)
+    if sys.platform != "linux":
+        print("scripts/bench reads /proc and runs on Linux only", file=sys.stderr)
+        return 2
+    try:
+        return bench(options)
+    except KeyboardInterrupt:
+        return 130
+    except (RuntimeError, OSError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Command-line options of `scripts/bench` and the sizes of each scenario (full or --quick)."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, replace
+
+SCENARIOS = ("a", "b", "c", "d", "e", "f")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int = 3
+    warmup_s: float = 2.0
+    duration_s: float = 10.0
+    push_batch: int = 1000
+    push_clients: tuple[int, ...] = (1, 4)
+    single_connections: tuple[int, ...] = (16, 64)
+    consume_messages: int = 20_000
+    consume_partitions: int = 10
+    consumers: int = 4
+    pop_batch: int = 100
+    latency_reps: int = 50
+    latency_max_prewait_s: float = 2.0
+    idle_polls: int = 10_000
+    idle_queues: int = 100
+    idle_hold_s: float = 20.0
+    fanout_messages: int = 10_000
+    fanout_groups: int = 10
+    payload_bytes: int = 64
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    runs=1,
+    warmup_s=0.5,
+    duration_s=3.0,
+    consume_messages=5_000,
+    latency_reps=10,
+    idle_polls=1_000,
+    idle_queues=10,
+    idle_hold_s=10.0,
+    fanout_messages=2_000,
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    url: str | None
+    workers: int
+    scenarios: tuple[str, ...]
+    quick: bool
+    sizes: Sizes
+    json_path: str | None
+    seed: int
+    database_url: str | None
+    server_pid: int | None
+    pg_pid: int | None
+    server_env: tuple[tuple[str, str], ...]
+    server_log_level: str
+    profile: tuple[str, ...]
+    profile_dir: str
+    quiet_wait_s: float
+    quiet_limit: float
+    keep: bool
+    argv: tuple[str, ...]
+
+    @property
+    def start_server(self) -> bool:
+        return self.url is None
+
+
+def _scenarios(text: str) -> tuple[str, ...]:
+    picked = tuple(dict.fromkeys(s.strip().lower() for s in text.split(",") if s.strip()))
+    unknown = [s for s in picked if s not in SCENARIOS]
+    if unknown or not picked:
+        raise argparse.ArgumentTypeError(
+            f"unknown scenario(s) {', '.join(unknown) or '(none)'}; pick from {','.join(SCENARIOS)}"
+        )
+    return picked
+
+
+def _profile(text: str) -> tuple[str, ...]:
+    return _scenarios(text) if text else ()
+
+
+def _env_pair(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not key.replace("_", "").isalnum():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="scripts/bench",
+        description="Benchmark queen-threads: scenarios (a)-(f) of issue 6 (docs/benchmarks.md).",
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--url", help="benchmark this running server (e.g. http://127.0.0.1:6632)")
+    target.add_argument(
+        "--start",
+        action="store_true",
+        help="start an embedded PostgreSQL and the gunicorn server (default without --url)",
+    )
+    p.add_argument("--workers", type=_positive_int, default=2, help="NUM_WORKERS (with --start)")
+    p.add_argument(
+        "--scenarios", type=_scenarios, default=SCENARIOS, help="comma list of a,b,c,d,e,f"
+    )
+    p.add_argument("--quick", action="store_true", help="small sizes, 1 run (under 2 minutes)")
+    p.add_argument("--json", dest="json_path", help="write every raw number to this file")
+    p.add_argument("--runs", type=_positive_int, help="runs per scenario (default 3, quick 1)")
+    p.add_argument("--duration", type=_positive_float, help="seconds per push measurement")
+    p.add_argument("--idle-polls", type=_positive_int, help="long polls held in (e)")
+    p.add_argument("--idle-queues", type=_positive_int, help="queues the (e) polls spread over")
+    p.add_argument("--idle-hold", type=_positive_float, help="seconds the (e) polls wait")
+    p.add_argument("--latency-reps", type=_positive_int, help="repetitions of (d)")
+    p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
+    p.add_argument(
+        "--database-url", help="with --url: the server's database, for version and settings"
+    )
+    p.add_argument("--server-pid", type=int, help="with --url: the server's master pid")
+    p.add_argument("--pg-pid", type=int, help="with --url: the PostgreSQL postmaster pid")
+    p.add_argument(
+        "--server-env",
+        type=_env_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra environment for the started server (repeatable)",
+    )
+    p.add_argument(
+        "--server-log-level", default="warn", help="LOG_LEVEL of the started server (warn)"
+    )
+    p.add_argument(
+        "--profile",
+        type=_profile,
+        default=(),
+        help="after the measured runs, one extra run of these scenarios under py-spy",
+    )
+    p.add_argument("--profile-dir", default="bench-profiles", help="where py-spy output goes")
+    p.add_argument(
+        "--quiet-wait",
+        type=float,
+        help="before each run, wait up to this many seconds for other processes on the machine"
+        " to use less than --quiet-limit CPU (default 180, quick 0)",
+    )
+    p.add_argument(
+        "--quiet-limit",
+        type=float,
+        default=25.0,
+        help="CPU (%% of one core) of other processes that counts as quiet (25)",
+    )
+    p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    return p
+
+
+def parse_args(argv: list[str]) -> Options:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    sizes = QUICK if ns.quick else FULL
+    overrides: dict[str, object] = {}
+    for flag, name in (
+        ("runs", "runs"),
+        ("duration", "duration_s"),
+        ("idle_polls", "idle_polls"),
+        ("idle_queues", "idle_queues"),
+        ("idle_hold", "idle_hold_s"),
+        ("latency_reps", "latency_reps"),
+    ):
+        value = getattr(ns, flag)
+        if value is not None:
+            overrides[name] = value
+    sizes = replace(sizes, **overrides)  # type: ignore[arg-type]
+    if ns.url is None and (ns.server_pid or ns.pg_pid or ns.database_url):
+        parser.error("--server-pid, --pg-pid and --database-url go with --url")
+    return Options(
+        url=ns.url.rstrip("/") if ns.url else None,
+        workers=ns.workers,
+        scenarios=ns.scenarios,
+        quick=ns.quick,
+        sizes=sizes,
+        json_path=ns.json_path,
+        seed=ns.seed,
+        database_url=ns.database_url,
+        server_pid=ns.server_pid,
+        pg_pid=ns.pg_pid,
+        server_env=tuple(ns.server_env),
+        server_log_level=ns.server_log_level,
+        profile=ns.profile,
+        profile_dir=ns.profile_dir,
+        quiet_wait_s=ns.quiet_wait if ns.quiet_wait is not None else (0.0 if ns.quick else 180.0),
+        quiet_limit=ns.quiet_limit,
+        keep=ns.keep,
+        argv=tuple(argv),
+    )

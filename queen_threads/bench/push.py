@@ -1,0 +1,102 @@
+"""(a) batched push, 1000 messages per request, and (b) single-message push: throughput."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from queen_threads.bench.common import Context, Figure, RunResult, check_pushed, log, now
+from queen_threads.bench.httpclient import Connection, close_all
+from queen_threads.bench.options import Sizes
+from queen_threads.bench.stats import percentile, rate
+
+
+async def push_for(
+    ctx: Context, conns: list[Connection], queue: str, batch: int, seconds: float
+) -> dict[str, Any]:
+    """Every connection pushes `batch`-item requests back to back for `seconds`."""
+    started = now()
+    end = started + seconds
+    latencies: list[float] = []
+    seq = 0
+
+    async def worker(conn: Connection) -> tuple[int, float]:
+        nonlocal seq
+        pushed, last = 0, started
+        while now() < end:
+            body = ctx.push_body(queue, "Default", seq, batch)
+            seq += batch
+            raw = conn.render("POST", "/api/v1/push", body)
+            sent = now()
+            response = await conn.request_raw(raw, "POST")
+            last = now()
+            check_pushed(response, batch)
+            latencies.append(last - sent)
+            pushed += batch
+        return pushed, last
+
+    done = await asyncio.gather(*(worker(c) for c in conns))
+    elapsed = max(last for _, last in done) - started
+    messages = sum(n for n, _ in done)
+    return {
+        "messages": messages,
+        "requests": len(latencies),
+        "seconds": round(elapsed, 3),
+        "msg_per_s": rate(messages, elapsed),
+        "req_per_s": rate(len(latencies), elapsed),
+        "latency_ms_p50": round(percentile(latencies, 50) * 1000, 2) if latencies else None,
+        "latency_ms_p99": round(percentile(latencies, 99) * 1000, 2) if latencies else None,
+    }
+
+
+async def push_throughput(
+    ctx: Context, scenario: str, label: str, connections: int, batch: int
+) -> tuple[dict[str, Any], dict[str, float | None]]:
+    queue = ctx.queue(scenario, label)
+    conns = await ctx.connect(connections)
+    try:
+        await push_for(ctx, conns, queue, batch, ctx.sizes.warmup_s)
+        async with ctx.measure(f"{scenario}-{label}") as cpu:
+            result = await push_for(ctx, conns, queue, batch, ctx.sizes.duration_s)
+    finally:
+        await close_all(conns)
+    return result, cpu
+
+
+def batched_figures(sizes: Sizes) -> list[Figure]:
+    return [
+        Figure(f"clients_{n}", f"{sizes.push_batch} msg/request, {n} client{'s' * (n > 1)}",
+               "msg/s")
+        for n in sizes.push_clients
+    ]  # fmt: skip
+
+
+async def batched(ctx: Context, run: int) -> RunResult:
+    result = RunResult()
+    for n in ctx.sizes.push_clients:
+        key = f"clients_{n}"
+        stats, cpu = await push_throughput(ctx, "a", f"{n}c-r{run}", n, ctx.sizes.push_batch)
+        result.figures[key] = stats["msg_per_s"]
+        result.cpu[key] = cpu
+        result.extra[key] = stats
+        log(f"(a) run {run + 1}: {n} client(s): {stats['msg_per_s']:,.0f} msg/s, cpu {cpu}")
+    return result
+
+
+def single_figures(sizes: Sizes) -> list[Figure]:
+    return [
+        Figure(f"connections_{n}", f"1 msg/request, {n} connections", "req/s")
+        for n in sizes.single_connections
+    ]
+
+
+async def single(ctx: Context, run: int) -> RunResult:
+    result = RunResult()
+    for n in ctx.sizes.single_connections:
+        key = f"connections_{n}"
+        stats, cpu = await push_throughput(ctx, "b", f"{n}c-r{run}", n, 1)
+        result.figures[key] = stats["req_per_s"]
+        result.cpu[key] = cpu
+        result.extra[key] = stats
+        log(f"(b) run {run + 1}: {n} connections: {stats['req_per_s']:,.0f} req/s, cpu {cpu}")
+    return result

@@ -1,0 +1,95 @@
+"""The markdown tables the benchmark prints: figures, and where the CPU went."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from queen_threads.bench.stats import Summary
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the results table; `summary` is None when the scenario failed."""
+
+    scenario: str
+    figure: str
+    unit: str
+    summary: Summary | None = None
+    error: str | None = None
+
+
+def format_number(value: float) -> str:
+    """Thousands separators for large values, a few significant decimals for small ones."""
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1 or magnitude == 0:
+        return f"{value:.2f}"
+    return f"{value:.3f}"
+
+
+def spread(summary: Summary) -> str:
+    if summary.runs == 1:
+        return "(1 run)"
+    return f"{format_number(summary.low)} .. {format_number(summary.high)}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table(header: Sequence[str], lines: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """A GitHub markdown table; columns listed in `right` are right-aligned."""
+    rule = ["---:" if i in right else "---" for i in range(len(header))]
+    out = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    out += ["| " + " | ".join(_escape(cell) for cell in line) + " |" for line in lines]
+    return "\n".join(out)
+
+
+def results_table(rows: Sequence[Row]) -> str:
+    lines: list[list[str]] = []
+    for row in rows:
+        if row.summary is None:
+            lines.append([row.scenario, row.figure, "FAILED", row.error or "", row.unit])
+        else:
+            lines.append(
+                [row.scenario, row.figure, format_number(row.summary.median), spread(row.summary),
+                 row.unit]
+            )  # fmt: skip
+    return table(["scenario", "figure", "median", "spread (min .. max)", "unit"], lines, (2,))
+
+
+@dataclass(frozen=True)
+class CpuRow:
+    """Median CPU (% of one core) of each process group during one figure's measured window."""
+
+    scenario: str
+    figure: str
+    server: float | None
+    postgres: float | None
+    loadgen: float | None
+    other: float | None
+    machine: float | None
+    cores: int
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.0f}%"
+
+
+def cpu_table(rows: Sequence[CpuRow]) -> str:
+    lines = [
+        [r.scenario, r.figure, _pct(r.server), _pct(r.postgres), _pct(r.loadgen), _pct(r.other),
+         f"{_pct(r.machine)} of {r.cores * 100}%"]
+        for r in rows
+    ]  # fmt: skip
+    return table(
+        ["scenario", "figure", "server", "postgres", "load generator", "other", "machine busy"],
+        lines,
+        (2, 3, 4, 5, 6),
+    )

@@ -1,0 +1,132 @@
+"""Run the selected scenarios (repeated), summarise each figure, keep every raw number."""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from queen_threads.bench import procstat
+from queen_threads.bench.common import Context, RunResult, log, now
+from queen_threads.bench.report import CpuRow, Row
+from queen_threads.bench.scenarios import SCENARIOS
+from queen_threads.bench.stats import Summary, median
+
+PAUSE_BETWEEN_RUNS_S = 1.0
+
+
+@dataclass
+class ScenarioOutcome:
+    letter: str
+    title: str
+    runs: list[RunResult] = field(default_factory=list)
+    error: str | None = None
+    profile_error: str | None = None
+
+    def as_dict(self, ctx: Context) -> dict[str, Any]:
+        figures = SCENARIOS[self.letter].figures(ctx.sizes)
+        return {
+            "title": self.title,
+            "error": self.error,
+            "profile_error": self.profile_error,
+            "figures": {
+                f.key: {
+                    "label": f.label,
+                    "unit": f.unit,
+                    **(summary.as_dict() if (summary := self.summary(f.key)) else {}),
+                }
+                for f in figures
+            },
+            "runs": [asdict(r) for r in self.runs],
+        }
+
+    def summary(self, key: str) -> Summary | None:
+        values = [r.figures[key] for r in self.runs if key in r.figures]
+        values = [v for v in values if v == v]  # drop NaN
+        return Summary.of(values) if values else None
+
+    def cpu_median(self, key: str, name: str) -> float | None:
+        values = [v for r in self.runs if (v := r.cpu.get(key, {}).get(name)) is not None]
+        return median(values) if values else None
+
+
+async def wait_quiet(ctx: Context) -> float | None:
+    """CPU of other processes (% of one core) over 1 s, waiting while it is above the limit."""
+    deadline = now() + ctx.options.quiet_wait_s
+    while True:
+        window = procstat.CpuWindow(
+            {"server": ctx.target.server_pid, "postgres": ctx.target.pg_pid}
+        ).start()
+        await asyncio.sleep(1.0)
+        other = window.stop().get("other")
+        if other is None or other <= ctx.options.quiet_limit or now() >= deadline:
+            return other
+        log(f"other processes use {other:.0f}% of a core; waiting for a quieter machine")
+        await asyncio.sleep(2.0)
+
+
+async def run_scenario(ctx: Context, letter: str) -> ScenarioOutcome:
+    scenario = SCENARIOS[letter]
+    outcome = ScenarioOutcome(letter, scenario.title)
+    for i in range(ctx.sizes.runs):
+        log(f"({letter}) {scenario.title}: run {i + 1} of {ctx.sizes.runs}")
+        try:
+            background = await wait_quiet(ctx)
+            result = await scenario.run(ctx, i)
+            result.extra["other_cpu_before_run"] = background
+            outcome.runs.append(result)
+        except Exception as exc:
+            outcome.error = f"{type(exc).__name__}: {exc}"
+            log(f"({letter}) FAILED: {outcome.error}\n{traceback.format_exc()}")
+            break
+        await asyncio.sleep(PAUSE_BETWEEN_RUNS_S)
+    if letter in ctx.options.profile and outcome.error is None:
+        log(f"({letter}) one more run under py-spy (not counted)")
+        ctx.profile_label = letter
+        try:
+            await wait_quiet(ctx)
+            await scenario.run(ctx, ctx.sizes.runs)
+        except Exception as exc:
+            outcome.profile_error = f"{type(exc).__name__}: {exc}"
+            log(f"({letter}) profiled run failed: {outcome.profile_error}")
+        finally:
+            ctx.profile_label = None
+    return outcome
+
+
+async def run_all(ctx: Context) -> list[ScenarioOutcome]:
+    return [await run_scenario(ctx, letter) for letter in ctx.options.scenarios]
+
+
+def rows(ctx: Context, outcomes: list[ScenarioOutcome]) -> list[Row]:
+    out: list[Row] = []
+    for o in outcomes:
+        label = f"({o.letter}) {o.title}"
+        for f in SCENARIOS[o.letter].figures(ctx.sizes):
+            summary = o.summary(f.key)
+            error = o.error if summary is None else None
+            if summary is None and error is None:
+                error = "not measured"
+            out.append(Row(label, f.label, f.unit, summary, error))
+    return out
+
+
+def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[CpuRow]:
+    out: list[CpuRow] = []
+    for o in outcomes:
+        seen: set[tuple[float | None, ...]] = set()
+        for f in SCENARIOS[o.letter].figures(ctx.sizes):
+            names = ("server", "postgres", "loadgen", "other", "machine")
+            values = tuple(o.cpu_median(f.key, n) for n in names)
+            if all(v is None for v in values) or values in seen:
+                continue  # figures sharing one window ((d), (e)) show it once
+            seen.add(values)
+            label = f.label if len(SCENARIOS[o.letter].figures(ctx.sizes)) > 1 else "-"
+            if o.letter in ("d", "e"):
+                label = "measured window"
+            server, postgres, loadgen, other, busy = values
+            out.append(
+                CpuRow(f"({o.letter})", label, server, postgres, loadgen, other, busy, cores)
+            )
+    return out

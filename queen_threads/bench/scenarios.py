@@ -1,0 +1,18 @@
+"""The scenarios of issue 6, by letter."""
+
+from __future__ import annotations
+
+from queen_threads.bench import consume, longpoll, push
+from queen_threads.bench.common import Scenario
+
+SCENARIOS: dict[str, Scenario] = {
+    s.letter: s
+    for s in (
+        Scenario("a", "batched push", push.batched_figures, push.batched),
+        Scenario("b", "single-message push", push.single_figures, push.single),
+        Scenario("c", "pop + ack/batch", consume.consume_figures, consume.competing),
+        Scenario("d", "long-poll wake latency", longpoll.latency_figures, longpoll.wake_latency),
+        Scenario("e", "idle long polls", longpoll.idle_figures, longpoll.idle_polls),
+        Scenario("f", "fan-out to consumer groups", consume.fanout_figures, consume.fanout),
+    )
+}

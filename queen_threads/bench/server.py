@@ -1,0 +1,166 @@
+"""The system under test: a server started here (embedded PostgreSQL + gunicorn) or one at --url."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+
+from queen_threads.bench import procstat
+from queen_threads.bench.options import Options
+from queen_threads.embedded import EmbeddedPostgres, free_port
+from queen_threads.paths import GUNICORN_CONFIG, ROOT
+
+# Variables of the caller's environment that would point the started server elsewhere.
+_SCRUB = ("DATABASE_URL", "PG_HOST", "PGHOST", "PG_PORT", "PGPORT", "QUEEN_DATA_DIR", "PORT")
+
+
+@dataclass
+class Target:
+    """Where to send requests, and which processes to watch."""
+
+    url: str
+    server_pid: int | None
+    pg_pid: int | None
+    dsn: str | None
+    started_here: bool
+    server_env: dict[str, str]
+    log_path: str | None = None
+
+
+def health(url: str, timeout: float = 2.0) -> dict[str, object] | None:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=timeout) as resp:
+            body = orjson.loads(resp.read())
+            return body if isinstance(body, dict) else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
+def wait_healthy(url: str, timeout: float, proc: subprocess.Popen[bytes] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"server exited early with code {proc.returncode}")
+        body = health(url)
+        if body and body.get("status") == "healthy" and body.get("schema", "ready") == "ready":
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"server at {url} not healthy within {timeout:.0f}s")
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        return int((pgdata / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def raise_fd_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit (10,000 long polls need 10,000 sockets)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    return hard
+
+
+class ManagedServer:
+    """Embedded PostgreSQL in a temp folder + `python -m gunicorn` on a free port."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.tmp = Path(tempfile.mkdtemp(prefix="queen-bench-"))
+        self.pg = EmbeddedPostgres(self.tmp / "pg")
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = self.tmp / "server.log"
+
+    def start(self) -> Target:
+        dsn = self.pg.start()
+        port = free_port()
+        env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
+        server_env = {
+            "DATABASE_URL": dsn,
+            "HOST": "127.0.0.1",
+            "PORT": str(port),
+            "NUM_WORKERS": str(self.options.workers),
+            "LOG_LEVEL": self.options.server_log_level,
+        }
+        server_env.update(dict(self.options.server_env))
+        env.update(server_env)
+        url = f"http://127.0.0.1:{port}"
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG),
+                 "queen_threads.wsgi:app"],
+                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            )  # fmt: skip
+        try:
+            wait_healthy(url, 60, self.proc)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}\n--- server log ---\n{self.log_tail()}") from exc
+        shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
+        return Target(
+            url=url,
+            server_pid=self.proc.pid,
+            pg_pid=postmaster_pid(self.pg.pgdata),
+            dsn=dsn,
+            started_here=True,
+            server_env=shown,
+            log_path=str(self.log_path),
+        )
+
+    def log_tail(self, size: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-size:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.pg.stop()
+        if self.options.keep:
+            print(f"bench: data kept in {self.tmp}", file=sys.stderr)
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def attach(options: Options) -> Target:
+    """A server someone else runs: find its processes by the ports they listen on."""
+    assert options.url is not None
+    wait_healthy(options.url, 10)
+    parts = urlsplit(options.url)
+    server_pid = options.server_pid
+    if server_pid is None and parts.hostname in ("127.0.0.1", "localhost", "::1"):
+        server_pid = procstat.tree_root(procstat.pids_listening(parts.port or 80))
+    dsn = options.database_url or os.environ.get("DATABASE_URL") or None
+    pg_pid = options.pg_pid
+    if pg_pid is None and dsn:
+        pg_port = urlsplit(dsn).port or 5432
+        pg_pid = procstat.tree_root(procstat.pids_listening(pg_port))
+    return Target(
+        url=options.url,
+        server_pid=server_pid,
+        pg_pid=pg_pid,
+        dsn=dsn,
+        started_here=False,
+        server_env={},
+    )

@@ -1,0 +1,41 @@
+"""scripts/bench output: number formatting and the markdown tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from queen_threads.bench.report import CpuRow, Row, cpu_table, format_number, results_table
+from queen_threads.bench.stats import Summary
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(28_123.4, "28,123"), (1500.0, "1,500"), (641.2, "641"), (12.345, "12.3"), (2.04, "2.04"),
+     (0.5, "0.500"), (0.0, "0.00"), (-12_000.0, "-12,000")],
+)  # fmt: skip
+def test_format_number(value: float, text: str) -> None:
+    assert format_number(value) == text
+
+
+def test_results_table_has_median_spread_and_unit() -> None:
+    rows = [
+        Row("(a) batched push", "1 client", "msg/s", Summary.of([17_000, 16_500, 17_800])),
+        Row("(d) wake latency", "p50", "ms", Summary.of([4.2])),
+    ]
+    lines = results_table(rows).splitlines()
+    assert lines[0] == "| scenario | figure | median | spread (min .. max) | unit |"
+    assert lines[1] == "| --- | --- | ---: | --- | --- |"
+    assert lines[2] == "| (a) batched push | 1 client | 17,000 | 16,500 .. 17,800 | msg/s |"
+    assert lines[3] == "| (d) wake latency | p50 | 4.20 | (1 run) | ms |"
+
+
+def test_failed_scenario_shows_the_error_escaped() -> None:
+    table = results_table([Row("(c) pop", "msg/s", "msg/s", None, "BenchError: a | b\nc")])
+    assert "| (c) pop | msg/s | FAILED | BenchError: a \\| b c | msg/s |" in table
+
+
+def test_cpu_table() -> None:
+    row = CpuRow("(b)", "64 connections", 95.0, 80.4, 12.0, 3.0, 190.2, 2)
+    lines = cpu_table([row, CpuRow("(e)", "-", None, 1.0, 0.0, None, 5.0, 2)]).splitlines()
+    assert lines[2] == "| (b) | 64 connections | 95% | 80% | 12% | 3% | 190% of 200% |"
+    assert lines[3] == "| (e) | - | n/a | 1% | 0% | n/a | 5% of 200% |"
