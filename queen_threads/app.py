@@ -6,7 +6,7 @@ import falcon
 
 from queen_threads.http import errors
 from queen_threads.http.middleware import RequestContext
-from queen_threads.resources import admin
+from queen_threads.resources import admin, maintenance
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
@@ -41,4 +41,5 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.add_route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime))
     app.add_route("/internal/api/notify", Notify(runtime))
     admin.register(app, runtime, API)
+    maintenance.register(app, runtime, API)
     return app

@@ -15,7 +15,9 @@ from queen_threads import __version__, migrate
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import MigrationError
+from queen_threads.services.file_buffer import FileBuffer
 from queen_threads.services.listener import WakeupListener
+from queen_threads.services.maintenance import Maintenance
 from queen_threads.services.peers import PeerService
 from queen_threads.services.polling import PollingService
 from queen_threads.services.queue_service import QueueService
@@ -67,6 +69,17 @@ class Runtime:
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
         self._stopping = threading.Event()
+        self.maintenance = Maintenance(self.db)
+        self.buffer = FileBuffer(
+            settings,
+            dsn,
+            self.store,
+            self.maintenance,
+            on_replayed=self.queues.announce_pushed,
+            ready=self.schema_ready.is_set,
+            ping=self.db.ping,
+        )
+        self.queues.failover = self.buffer.push
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
@@ -74,6 +87,8 @@ class Runtime:
         if self.settings.listen_notify:
             self.listener.start()
         self.peers.start()
+        self.maintenance.start()
+        self.buffer.start()
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
@@ -104,4 +119,6 @@ class Runtime:
     def stop(self) -> None:
         """Worker exit: everything in flight has finished; close the pool."""
         self.begin_shutdown()
+        self.buffer.stop()
+        self.maintenance.stop()
         self.db.close()

@@ -235,6 +235,23 @@ class Settings:
         "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: stored plain).",
     )
 
+    # --- Failover file buffer ----------------------------------------------------------
+    file_buffer_dir: str = env(
+        "FILE_BUFFER_DIR",
+        ".queen-data/buffers",
+        _str,
+        "Folder of the failover buffer files (relative: to the working directory).",
+    )
+    file_buffer_flush_ms: int = env(
+        "FILE_BUFFER_FLUSH_MS", 100, _int(1), "Replay poll interval while buffer files exist, ms."
+    )
+    file_buffer_max_batch: int = env(
+        "FILE_BUFFER_MAX_BATCH", 100, _int(1, 10000), "Buffered events per replay push."
+    )
+    file_buffer_events_per_file: int = env(
+        "FILE_BUFFER_EVENTS_PER_FILE", 10000, _int(1), "Events after which a buffer file rotates."
+    )
+
     @property
     def uses_embedded_database(self) -> bool:
         return not self.database_url and not self.pg_host

@@ -69,6 +69,9 @@ class Pop:
         self.runtime = runtime
 
     def _answer(self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any]) -> None:
+        if self.runtime.maintenance.pop_on:  # pop maintenance mode: nothing, at once
+            resp.status = 204
+            return
         s = self.runtime.settings
         timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
         if bool_param(req, "wait") and timeout > 0:
@@ -93,7 +96,7 @@ class Pop:
             resp.status = 204
             return
         leases = list(answer.lease_ids)
-        if client_gone(req.env):
+        if client_gone(req.env) or self.runtime.maintenance.pop_on:
             polling.longpoll.release(leases)
             resp.status = 204
             return

@@ -14,6 +14,10 @@ from queen_threads.services.polling import PollingService
 from queen_threads.store import QueueStore
 
 WakeupSink = Callable[[dict[str, Any]], None]
+PushFn = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+# The failover buffer (services/file_buffer.py): push(items, direct) tries `direct` and
+# buffers the items when the database is unreachable or maintenance mode is on.
+Failover = Callable[[list[dict[str, Any]], PushFn], list[dict[str, Any]]]
 
 
 class QueueService:
@@ -21,6 +25,7 @@ class QueueService:
         self.store = store
         self.polling = polling
         self.sinks: list[WakeupSink] = []
+        self.failover: Failover | None = None
 
     def _announce(self, event: dict[str, Any]) -> None:
         self.polling.on_event(event, source="push")
@@ -31,7 +36,16 @@ class QueueService:
         for queue, partition in dict.fromkeys(pairs):
             self._announce({"kind": "push", "queue": queue, "partition": partition})
 
+    def announce_pushed(self, pairs: list[tuple[str, str]]) -> None:
+        """Messages landed in these (queue, partition)s by another path (buffer replay)."""
+        self._announce_pushed(pairs)
+
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.failover is not None:
+            return self.failover(items, self._push_direct)
+        return self._push_direct(items)
+
+    def _push_direct(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = self.store.push(items)
         self._announce_pushed(
             [
