@@ -47,3 +47,8 @@ class Popper(LeaseReleaser, Protocol):
     def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
         """One database call for the group; one result per pop attempted."""
         ...
+
+    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        """One database call popping once for each intention (each of another group);
+        never stops early: exactly one result per intention, in order."""
+        ...

@@ -68,6 +68,17 @@ class InMemoryPopper:
             self.on_pop(intentions)
         return results
 
+    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        with self._lock:
+            self.calls.append([it.request_id for it in intentions])
+            if self.fail_with is not None:
+                error, self.fail_with = self.fail_with, None
+                raise error
+            results = [self._pop_one(intention) for intention in intentions]
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
     def release(self, lease_ids: Sequence[str]) -> None:
         with self._lock:
             self.released.extend(lease_ids)

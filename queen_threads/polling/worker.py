@@ -9,11 +9,15 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .clock import Clock
+from .intention import PollIntention
 from .popper import Popper, PopResult
 from .registry import PollIntentionRegistry
 from .responses import ResponseQueues
 
 log = logging.getLogger("queen_threads.polling")
+
+HEAD_BATCH = 200
+"""Groups whose head intentions are popped in one database call."""
 
 WAKE_SOURCES = ("register", "push", "notify", "peer")
 """Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer."""
@@ -106,10 +110,11 @@ class PollWorker:
         for intention in self._registry.pop_expired(self.index, now):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
             self.counters.timed_out += 1
-        for key in self._registry.due_keys(self.index, now):
-            if self._stopping.is_set():
-                break
-            self._poll_group(key, now)
+        due = self._registry.due_keys(self.index, now)
+        if len(due) == 1:
+            self._poll_group(due[0], now)
+        elif due:
+            self._poll_many(due, now)
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 
@@ -139,6 +144,57 @@ class PollWorker:
             registry.record_round(key, had_messages, now)
         finally:
             registry.unmark_in_flight(key)
+
+    def _poll_many(self, keys: Sequence[str], now: float) -> None:
+        """Several due groups: pop for each group's head intention in one database call
+        per HEAD_BATCH groups (idle groups cost one query per round, not one each); a
+        group whose head got messages then pops for the rest of its intentions."""
+        registry = self._registry
+        marked = [key for key in keys if registry.mark_in_flight(key)]
+        try:
+            groups = [(key, registry.intentions_for(key)) for key in marked]
+            groups = [(key, its) for key, its in groups if its]
+            for start in range(0, len(groups), HEAD_BATCH):
+                if self._stopping.is_set():
+                    return
+                self._poll_heads(groups[start : start + HEAD_BATCH], now)
+        finally:
+            for key in marked:
+                registry.unmark_in_flight(key)
+
+    def _poll_heads(
+        self, groups: Sequence[tuple[str, Sequence[PollIntention]]], now: float
+    ) -> None:
+        registry = self._registry
+        self.counters.rounds += len(groups)
+        try:
+            heads = self._popper.pop_heads([its[0] for _, its in groups])
+        except Exception:
+            log.exception("poll worker %d: pop failed for %d groups", self.index, len(groups))
+            self.counters.errors += 1
+            for key, _ in groups:
+                registry.record_round(key, False, now)
+            return
+        self.counters.pops += len(heads)
+        for (key, intentions), head in zip(groups, heads, strict=False):
+            had_messages = head.has_messages
+            if had_messages:
+                self._deliver(head)
+                if len(intentions) > 1:
+                    self._pop_rest(key, intentions[1:])
+            registry.record_round(key, had_messages, now)
+
+    def _pop_rest(self, key: str, intentions: Sequence[PollIntention]) -> None:
+        try:
+            results = self._popper.pop_group(intentions)
+        except Exception:
+            log.exception("poll worker %d: pop failed for group %s", self.index, key)
+            self.counters.errors += 1
+            return
+        self.counters.pops += len(results)
+        for result in results:
+            if result.has_messages:
+                self._deliver(result)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)

@@ -47,7 +47,13 @@ class DbPopper:
         self.store = store
 
     def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        requests = [request_for(i, idx, stop_on_empty=True) for idx, i in enumerate(intentions)]
+        return self._pop(intentions, stop_on_empty=True)
+
+    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        return self._pop(intentions, stop_on_empty=False)
+
+    def _pop(self, intentions: Sequence[PollIntention], stop_on_empty: bool) -> list[PopResult]:
+        requests = [request_for(i, idx, stop_on_empty) for idx, i in enumerate(intentions)]
         results = self.store.pop(requests)
         out: list[PopResult] = []
         for intention, result in zip(intentions, results, strict=False):

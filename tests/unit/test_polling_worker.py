@@ -211,3 +211,28 @@ def test_wake_counts_sources(h: Harness) -> None:
     h.worker.wake("peer")
     h.worker.wake("peer")
     assert h.worker.counters.wakeups == {"register": 1, "push": 1, "notify": 0, "peer": 2}
+
+
+def test_many_due_groups_share_one_pop_call_for_their_heads(h: Harness) -> None:
+    for q in ("a", "b", "c"):
+        h.wait(f"{q}1", queue=q)
+    h.wait("b2", queue="b")
+    h.popper.add("b:*:g", 5)
+    h.worker.run_once(0.0)
+    # One call for the three heads; then the rest of the only group that had messages.
+    assert h.popper.calls == [["a1", "b1", "c1"], ["b2"]]
+    assert [h.answer(r) is not None for r in ("a1", "b1", "c1", "b2")] == [
+        False, True, False, True,
+    ]  # fmt: skip
+    assert h.registry.backoff_state("a:*:g").interval_ms == 200  # type: ignore[union-attr]
+    assert h.registry.backoff_state("b:*:g").interval_ms == 100  # type: ignore[union-attr]
+
+
+def test_failed_head_call_counts_as_an_empty_round_for_every_group(h: Harness) -> None:
+    h.wait("a1", queue="a")
+    h.wait("b1", queue="b")
+    h.popper.fail_with = RuntimeError("database down")
+    h.worker.run_once(0.0)
+    assert h.worker.counters.errors == 1
+    assert h.registry.size() == 2, "intentions stay registered"
+    assert not h.registry.is_due("a:*:g", 0.05), "backoff applied"
