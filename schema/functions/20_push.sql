@@ -169,7 +169,10 @@ $$;
 
 CREATE OR REPLACE FUNCTION queen.push_messages_v2(p_items jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
 BEGIN
     -- Also accept {"items": [...]}.
     IF jsonb_typeof(p_items) = 'object' THEN

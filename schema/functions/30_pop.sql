@@ -27,10 +27,14 @@ DECLARE
     v_queue_id   uuid;
     v_parts      uuid[];
     v_tried      uuid[] := '{}';
+    v_cands      uuid[];
+    v_missing    uuid[];
     v_claimed    integer := 0;
     v_msgs       jsonb := '[]'::jsonb;
-    v_first      record;
     v_have_first boolean := false;
+    v_first_q    text;
+    v_first_p    text;
+    v_first_pid  uuid;
     c            record;
     s            record;
     v_lo_ts      timestamptz;
@@ -65,10 +69,10 @@ BEGIN
                 v_parts := '{}';
             ELSIF v_part IS NOT NULL THEN
                 v_max_parts := 1;
-                SELECT array_agg(pl.partition_id) INTO v_parts
+                SELECT array_agg(p.id) INTO v_parts
                   FROM queen.partitions p
-                  JOIN queen.partition_lookup pl ON pl.partition_id = p.id
-                 WHERE p.queue_id = v_queue_id AND p.name = v_part;
+                 WHERE p.queue_id = v_queue_id AND p.name = v_part
+                   AND EXISTS (SELECT 1 FROM queen.partition_lookup pl WHERE pl.partition_id = p.id);
             ELSE
                 SELECT array_agg(pl.partition_id) INTO v_parts
                   FROM queen.partition_lookup pl
@@ -85,65 +89,93 @@ BEGIN
     END IF;
 
     IF cardinality(v_parts) > 0 THEN
-        -- First visit of this group to a partition: create its cursor (queue mode and
-        -- 'all' subscriptions start at the beginning, 'new'/timestamp ones after the
-        -- stored subscription instant). Sorted inserts keep lock order deterministic.
-        INSERT INTO queen.partition_consumers
-               (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
-        SELECT x.partition_id, v_group, x.start_ts,
-               CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END
-          FROM (SELECT pl.partition_id,
-                       CASE WHEN v_group = '__QUEUE_MODE__' THEN NULL
-                            ELSE queen._subscription_start(v_group, q.name, p.name, q.namespace, q.task)
-                       END AS start_ts
-                  FROM queen.partition_lookup pl
-                  JOIN queen.partitions p ON p.id = pl.partition_id
-                  JOIN queen.queues q ON q.id = pl.queue_id
-                 WHERE pl.partition_id = ANY (v_parts)
-                   AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers pc
-                                    WHERE pc.partition_id = pl.partition_id
-                                      AND pc.consumer_group = v_group)) x
-         ORDER BY x.partition_id
-        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
-
         LOOP
             EXIT WHEN v_claimed >= v_max_parts OR v_remaining <= 0;
 
-            -- Claim: a partition with messages beyond this group's cursor, no live lease
-            -- (an expired one is reclaimed here, lazily), not waiting for retryDelay, not
-            -- inside its window buffer; least recently consumed first. The row lock with
-            -- SKIP LOCKED makes concurrent pops take different partitions.
+            -- 1. Candidates, in claim order: no live lease (an expired one is reclaimed
+            --    lazily, here), not waiting for retryDelay, not inside the window buffer,
+            --    something visible beyond this group's cursor; a partition this group never
+            --    visited (no cursor row yet) qualifies too. Highest queue priority, then
+            --    least recently consumed first.
+            SELECT array_agg(x.pid ORDER BY x.prio DESC, x.lca ASC NULLS FIRST, x.lmc, x.pid),
+                   array_agg(x.pid ORDER BY x.pid) FILTER (WHERE x.missing)
+              INTO v_cands, v_missing
+              FROM (SELECT pl.partition_id AS pid, pc.partition_id IS NULL AS missing,
+                           q.priority AS prio, pc.last_consumed_at AS lca,
+                           pl.last_message_created_at AS lmc
+                      FROM queen.partition_lookup pl
+                      JOIN queen.queues q ON q.id = pl.queue_id
+                      LEFT JOIN queen.partition_consumers pc
+                        ON pc.partition_id = pl.partition_id AND pc.consumer_group = v_group
+                     WHERE pl.partition_id = ANY (v_parts)
+                       AND pl.partition_id <> ALL (v_tried)
+                       AND (q.window_buffer <= 0
+                            OR pl.last_message_created_at <= v_now - make_interval(secs => q.window_buffer))
+                       AND (q.max_wait_time_seconds <= 0
+                            OR pl.last_message_created_at > v_now - make_interval(secs => q.max_wait_time_seconds))
+                       AND (pc.partition_id IS NULL
+                            OR ((pc.lease_expires_at IS NULL OR pc.lease_expires_at <= v_now)
+                                AND (pc.retry_available_at IS NULL OR pc.retry_available_at <= v_now)
+                                AND (pl.last_message_created_at, pl.last_message_id)
+                                    > (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)))
+                       AND (q.delayed_processing <= 0
+                            OR EXISTS (SELECT 1 FROM queen.messages m
+                                        WHERE m.partition_id = pl.partition_id
+                                          AND (m.created_at, m.id)
+                                              > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                                 coalesce(pc.last_consumed_id, 0))
+                                          AND m.created_at
+                                              <= v_now - make_interval(secs => q.delayed_processing)))
+                     ORDER BY q.priority DESC, pc.last_consumed_at ASC NULLS FIRST,
+                              pl.last_message_created_at ASC, pl.partition_id
+                     LIMIT 8) x;
+            EXIT WHEN v_cands IS NULL;
+
+            -- 2. First visit of this group to a partition: create its cursor (queue mode and
+            --    'all' subscriptions start at the beginning, 'new'/timestamp ones after the
+            --    stored subscription instant). Sorted inserts keep the lock order stable.
+            IF v_missing IS NOT NULL THEN
+                INSERT INTO queen.partition_consumers
+                       (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
+                SELECT x.pid, v_group, x.start_ts,
+                       CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END
+                  FROM (SELECT p.id AS pid,
+                               CASE WHEN v_group = '__QUEUE_MODE__' THEN NULL
+                                    ELSE queen._subscription_start(v_group, q.name, p.name,
+                                                                   q.namespace, q.task)
+                               END AS start_ts
+                          FROM queen.partitions p
+                          JOIN queen.queues q ON q.id = p.queue_id
+                         WHERE p.id = ANY (v_missing)) x
+                 ORDER BY x.pid
+                ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+            END IF;
+
+            -- 3. Claim the first candidate nobody else holds. The conditions are checked
+            --    again on the locked row version; SKIP LOCKED makes concurrent pops take
+            --    different partitions instead of waiting.
             SELECT pc.partition_id, pc.last_consumed_created_at, pc.last_consumed_id,
                    pc.lease_id, pc.retry_message_id, pc.retry_count,
                    p.name AS partition_name, q.id AS queue_id, q.name AS queue_name,
                    q.lease_time, q.delayed_processing, q.max_wait_time_seconds
               INTO c
-              FROM queen.partition_lookup pl
-              JOIN queen.partition_consumers pc
-                ON pc.partition_id = pl.partition_id AND pc.consumer_group = v_group
-              JOIN queen.partitions p ON p.id = pl.partition_id
-              JOIN queen.queues q ON q.id = pl.queue_id
-             WHERE pl.partition_id = ANY (v_parts)
-               AND pl.partition_id <> ALL (v_tried)
+              FROM queen.partition_consumers pc
+              JOIN queen.partition_lookup pl ON pl.partition_id = pc.partition_id
+              JOIN queen.partitions p ON p.id = pc.partition_id
+              JOIN queen.queues q ON q.id = p.queue_id
+             WHERE pc.partition_id = ANY (v_cands)
+               AND pc.consumer_group = v_group
                AND (pc.lease_expires_at IS NULL OR pc.lease_expires_at <= v_now)
                AND (pc.retry_available_at IS NULL OR pc.retry_available_at <= v_now)
                AND (pl.last_message_created_at, pl.last_message_id)
                    > (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
-               AND (q.window_buffer <= 0
-                    OR pl.last_message_created_at <= v_now - make_interval(secs => q.window_buffer))
-               AND (q.max_wait_time_seconds <= 0
-                    OR pl.last_message_created_at > v_now - make_interval(secs => q.max_wait_time_seconds))
-               AND (q.delayed_processing <= 0
-                    OR EXISTS (SELECT 1 FROM queen.messages m
-                                WHERE m.partition_id = pl.partition_id
-                                  AND (m.created_at, m.id)
-                                      > (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
-                                  AND m.created_at <= v_now - make_interval(secs => q.delayed_processing)))
-             ORDER BY q.priority DESC, pc.last_consumed_at ASC NULLS FIRST,
-                      pl.last_message_created_at ASC
+             ORDER BY array_position(v_cands, pc.partition_id)
              LIMIT 1
                FOR UPDATE OF pc SKIP LOCKED;
-            EXIT WHEN NOT FOUND;
+            IF NOT FOUND THEN
+                v_tried := v_tried || v_cands;
+                CONTINUE;
+            END IF;
 
             v_tried := v_tried || c.partition_id;
 
@@ -232,7 +264,9 @@ BEGIN
             END IF;
 
             IF NOT v_have_first THEN
-                v_first := c;
+                v_first_q := c.queue_name;
+                v_first_p := c.partition_name;
+                v_first_pid := c.partition_id;
                 v_have_first := true;
             END IF;
             v_msgs := v_msgs || s.msgs;
@@ -246,9 +280,9 @@ BEGIN
         'success', true,
         'skipped', false,
         'leaseId', CASE WHEN v_claimed > 0 THEN v_lease_txt ELSE '' END,
-        'queue', CASE WHEN v_have_first THEN v_first.queue_name ELSE v_queue END,
-        'partition', CASE WHEN v_have_first THEN v_first.partition_name ELSE v_part END,
-        'partitionId', CASE WHEN v_have_first THEN v_first.partition_id END,
+        'queue', CASE WHEN v_have_first THEN v_first_q ELSE v_queue END,
+        'partition', CASE WHEN v_have_first THEN v_first_p ELSE v_part END,
+        'partitionId', v_first_pid,
         'consumerGroup', v_group,
         'partitionsClaimed', v_claimed,
         'messages', v_msgs);
@@ -257,7 +291,10 @@ $$;
 
 CREATE OR REPLACE FUNCTION queen.pop_unified_batch(p_requests jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_out  jsonb[] := '{}';
     v_req  jsonb;

@@ -293,7 +293,10 @@ $$;
 -- or a bare array of ack items, or a single ack item object.
 CREATE OR REPLACE FUNCTION queen.ack_messages_v2(p jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_acks  jsonb;
     v_group text;

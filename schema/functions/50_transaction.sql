@@ -10,7 +10,10 @@
 -- Transaction acks are not lease-checked and 'failed' goes straight to the dead-letter queue.
 CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_ops     jsonb := CASE WHEN jsonb_typeof(p) = 'array' THEN p ELSE p -> 'operations' END;
     v_results jsonb[] := '{}';
@@ -43,7 +46,7 @@ BEGIN
                 END IF;
                 v_res := queen._push_items(v_op -> 'items');
                 FOR v_item IN SELECT e FROM jsonb_array_elements(v_res) e LOOP
-                    v_results := v_results || jsonb_build_object(
+                    v_results := v_results || (jsonb_build_object(
                         'index', v_idx,
                         'type', 'push',
                         'itemIndex', v_item -> 'index',
@@ -54,7 +57,7 @@ BEGIN
                         'partitionId', v_item -> 'partition_id',
                         'queueName', v_item -> 'queueName')
                         || CASE WHEN v_item ? 'error' THEN jsonb_build_object('error', v_item -> 'error')
-                                ELSE '{}'::jsonb END;
+                                ELSE '{}'::jsonb END);
                     IF v_item ->> 'status' NOT IN ('queued', 'duplicate') THEN
                         RAISE EXCEPTION 'operation %: push of % failed: %', v_idx,
                             coalesce(v_item ->> 'transactionId', '?'),

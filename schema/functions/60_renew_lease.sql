@@ -4,7 +4,10 @@
 -- Returns {leaseId, success, newExpiresAt, expiresAt, error} (timestamps ms ISO with Z).
 CREATE OR REPLACE FUNCTION queen.renew_lease_v2(p jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_now     timestamptz := now();
     v_lease   uuid := queen._try_uuid(p ->> 'leaseId');
