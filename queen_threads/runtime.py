@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 
@@ -21,6 +22,7 @@ from queen_threads.services.maintenance import Maintenance
 from queen_threads.services.peers import PeerService
 from queen_threads.services.polling import PollingService
 from queen_threads.services.queue_service import QueueService
+from queen_threads.services.retention import RetentionServices
 from queen_threads.services.stats import RequestStats
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
@@ -80,6 +82,12 @@ class Runtime:
             ping=self.db.ping,
         )
         self.queues.failover = self.buffer.push
+        self.operations = RetentionServices(
+            settings,
+            dsn,
+            owner=f"{socket.gethostname()}:{settings.port}:{self.worker_id}",
+            ready=self.schema_ready,
+        )
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
@@ -89,6 +97,7 @@ class Runtime:
         self.peers.start()
         self.maintenance.start()
         self.buffer.start()
+        self.operations.start()
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
@@ -114,6 +123,7 @@ class Runtime:
         self._stopping.set()
         self.listener.stop()
         self.peers.stop()
+        self.operations.stop()
         self.polling.stop(timeout=1.0)
 
     def stop(self) -> None:

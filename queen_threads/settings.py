@@ -227,6 +227,41 @@ class Settings:
         "PEER_NOTIFY_BATCH_MS", 10, _int(0, 1000), "Window in which peer notifications batch, ms."
     )
 
+    # --- Retention, eviction, metrics -------------------------------------------------
+    retention_interval_ms: int = env(
+        "RETENTION_INTERVAL", 300000, _int(100), "Period of the retention service, ms."
+    )
+    retention_batch_size: int = env(
+        "RETENTION_BATCH_SIZE",
+        1000,
+        _int(1, 100000),
+        "Messages (and partitions) per retention batch: one statement and transaction each.",
+    )
+    eviction_interval_ms: int = env(
+        "EVICTION_INTERVAL", 60000, _int(100), "Period of the maxWaitTimeSeconds eviction, ms."
+    )
+    eviction_batch_size: int = env(
+        "EVICTION_BATCH_SIZE", 1000, _int(1, 100000), "Messages per eviction batch."
+    )
+    partition_cleanup_days: int = env(
+        "PARTITION_CLEANUP_DAYS",
+        30,
+        _int(0),
+        "Delete empty partitions with no push for this many days (0: never).",
+    )
+    metrics_retention_days: int = env(
+        "METRICS_RETENTION_DAYS",
+        90,
+        _int(0),
+        "Keep queen.retention_history rows this many days (0: forever).",
+    )
+    prometheus_multiproc_dir: str = env(
+        "PROMETHEUS_MULTIPROC_DIR",
+        "",
+        _str,
+        "Folder of prometheus-client's per-process files (unset: a fresh temporary folder).",
+    )
+
     # --- Encryption ------------------------------------------------------------------
     encryption_key: str = env(
         "QUEEN_ENCRYPTION_KEY",
