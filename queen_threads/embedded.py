@@ -13,6 +13,7 @@ import shutil
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 
 from queen_threads.errors import ConfigError
@@ -23,7 +24,9 @@ SYSTEM_USER = "pgserver"
 
 
 def _bin(name: str) -> str:
-    from pgserver._commands import POSTGRES_BIN_PATH
+    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
+        warnings.simplefilter("ignore")
+        from pgserver._commands import POSTGRES_BIN_PATH
 
     return str(POSTGRES_BIN_PATH / name)
 
@@ -65,7 +68,9 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if self.user is None:
             return
-        from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
 
         ensure_user_exists(self.user)
         ensure_prefix_permissions(self.data_dir)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import httpx
+import psycopg2
 
 from queen_threads import migrate
 from queen_threads.embedded import EmbeddedPostgres
@@ -49,3 +50,22 @@ def test_health_503_when_database_stops_then_recovers(private_pg: EmbeddedPostgr
         private_pg.restart()
         r = httpx.get(f"{srv.url}/health", timeout=10)
         assert r.status_code == 200, "no server restart needed"
+
+
+def test_two_instances_starting_together_on_an_empty_database(fresh_db: str) -> None:
+    a, b = ServerProcess(fresh_db, workers=2), ServerProcess(fresh_db, workers=2)
+    a.spawn()
+    b.spawn()
+    try:
+        a.wait_healthy()
+        b.wait_healthy()
+        with psycopg2.connect(fresh_db) as conn, conn.cursor() as cur:
+            cur.execute("SELECT version, count(*) FROM queen.schema_migrations GROUP BY 1")
+            rows = cur.fetchall()
+        assert {version for version, _ in rows} == {f.version for f in migrate.schema_files()}
+        assert all(n == 1 for _, n in rows)
+        for srv in (a, b):
+            assert "Traceback" not in srv.logs()
+    finally:
+        a.stop()
+        b.stop()

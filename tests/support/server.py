@@ -39,14 +39,18 @@ class ServerProcess:
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"queen-server-{self.port}.log"
 
     def start(self, timeout: float = 30) -> ServerProcess:
+        self.spawn()
+        self.wait_healthy(timeout)
+        return self
+
+    def spawn(self) -> None:
+        """Start the process without waiting for it to be healthy."""
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "config" / "gunicorn.conf.py"),
              "queen_threads.wsgi:app"],
             env=self.env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-        self.wait_healthy(timeout)
-        return self
 
     def wait_healthy(self, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
