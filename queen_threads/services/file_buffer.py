@@ -362,11 +362,22 @@ class HostLock:
             self._fd = None
 
     def holder_pid(self) -> int | None:
+        """The pid of the process holding the lock (None when nobody holds it)."""
+        if self._fd is not None:
+            return os.getpid()
         try:
-            text = self.path.read_text().strip()
+            fd = os.open(self.path, os.O_RDONLY)
         except OSError:
             return None
-        return int(text) if text.isdigit() else None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:  # held: the file names the holder
+                text = os.pread(fd, 32, 0).decode(errors="replace").strip()
+                return int(text) if text.isdigit() else None
+            return None  # free (the pid in the file is a past holder's)
+        finally:
+            os.close(fd)
 
 
 class _DatabaseDown(Exception):
@@ -473,6 +484,8 @@ class FileBuffer:
                 self._last_probe = now
                 if self.ping():
                     self._set_healthy(True)
+        if not self.lock.held and not self._has_files():
+            return False  # nothing to replay: no need to compete for the lock
         try:
             if not self.lock.try_acquire():
                 return False
@@ -480,6 +493,16 @@ class FileBuffer:
             log.debug("replay lock not taken: %s", exc)
             return False
         return self.replay_once()
+
+    def _has_files(self) -> bool:
+        prefix = f"failover-{self.tag}-"
+        for folder in (self.directory, self.failed_dir):
+            try:
+                if any(name.startswith(prefix) for name in os.listdir(folder)):
+                    return True
+            except FileNotFoundError:
+                continue
+        return False
 
     # -- push path ---------------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]], direct: PushFn) -> list[dict[str, Any]]:

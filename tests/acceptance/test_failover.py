@@ -1,0 +1,203 @@
+"""Failover through the real server (gunicorn -k gevent, 2 workers): PostgreSQL stops,
+pushes are buffered, the server is killed with SIGKILL in the middle of a push, a new
+server on the same FILE_BUFFER_DIR takes over, and once PostgreSQL is back every message
+is stored exactly once, in push order per partition. Maintenance mode on the real server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import signal
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import psutil
+import psycopg2
+
+from queen_threads import migrate
+from queen_threads.embedded import EmbeddedPostgres
+from tests.support.server import ServerProcess
+
+API = "/api/v1"
+BATCH_SIZES = (1, 7, 25, 3, 60, 13, 100, 2, 40, 9)
+
+
+class Server(ServerProcess):
+    """A server that may start while PostgreSQL is down: ready once it answers HTTP."""
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early:\n{self.logs()}")
+            try:
+                if httpx.get(f"{self.url}{API}/status/buffers", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"server not answering in {timeout}s:\n{self.logs()}")
+
+
+def kill_hard(srv: ServerProcess) -> None:
+    """SIGKILL the gunicorn master and every worker at once (no clean shutdown at all)."""
+    assert srv.proc is not None
+    master = psutil.Process(srv.proc.pid)
+    procs = [master, *master.children(recursive=True)]
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.send_signal(signal.SIGKILL)
+    srv.proc.wait(10)
+    _, alive = psutil.wait_procs(procs, timeout=10)
+    assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive), alive
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def buffers(srv: ServerProcess) -> dict[str, Any]:
+    return dict(httpx.get(f"{srv.url}{API}/status/buffers", timeout=5).json())
+
+
+def push(srv: ServerProcess, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    r = httpx.post(f"{srv.url}{API}/push", json={"items": items}, timeout=10)
+    assert r.status_code == 201, r.text
+    return list(r.json())
+
+
+def item(i: int) -> dict[str, Any]:
+    return {"queue": "fo", "partition": f"p{i % 3}", "payload": {"i": i}, "transactionId": f"m{i}"}
+
+
+def batches(total: int) -> list[list[dict[str, Any]]]:
+    out, i = [], 0
+    for size in itertools.cycle(BATCH_SIZES):
+        if i >= total:
+            return out
+        out.append([item(n) for n in range(i, min(i + size, total))])
+        i += size
+    raise AssertionError("unreachable")
+
+
+def send_without_reading(srv: ServerProcess, items: list[dict[str, Any]]) -> socket.socket:
+    """Put a push on the wire and return before its answer (it is in flight)."""
+    body = orjson.dumps({"items": items})
+    sock = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
+    sock.sendall(
+        b"POST /api/v1/push HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    return sock
+
+
+def stored(dsn: str, queue: str) -> list[tuple[str, int, str]]:
+    conn = psycopg2.connect(dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                """SELECT p.name, (m.payload ->> 'i')::int, m.transaction_id
+                     FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
+                     JOIN queen.queues q ON q.id = p.queue_id
+                    WHERE q.name = %s ORDER BY m.created_at, m.id""",
+                (queue,),
+            )
+            return [(r[0], r[1], r[2]) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def test_outage_and_kill_9_lose_nothing_and_keep_order(
+    private_pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    migrate.migrate(private_pg.dsn)
+    env = {"FILE_BUFFER_DIR": str(tmp_path / "buffers"), "FILE_BUFFER_FLUSH_MS": "50"}
+    plan = batches(1000)
+    assert len({len(b) for b in plan}) == len(BATCH_SIZES)
+
+    first = Server(private_pg.dsn, workers=2, **env).start()
+    try:
+        private_pg.stop()
+        pushed = resume = 0
+        for k, batch in enumerate(plan):
+            if pushed >= 400:  # kill -9 the server while this push is in flight
+                sock = send_without_reading(first, batch)
+                kill_hard(first)
+                sock.close()
+                resume = k  # its outcome is unknown: the client pushes it again
+                break
+            out = push(first, batch)
+            assert [r["status"] for r in out] == ["buffered"] * len(batch)
+            assert [r["transactionId"] for r in out] == [i["transactionId"] for i in batch]
+            pushed += len(batch)
+    finally:
+        if first.proc is not None and first.proc.poll() is None:
+            kill_hard(first)
+    assert 0 < resume < len(plan)
+    assert list((tmp_path / "buffers").glob("failover-*.buf*"))  # the killed server's files
+
+    # A new server on the same folder, PostgreSQL still down: the rest is buffered too.
+    with Server(private_pg.dsn, workers=2, **env) as second:
+        for batch in plan[resume:]:
+            out = push(second, batch)
+            assert [r["status"] for r in out] == ["buffered"] * len(batch)
+        assert buffers(second)["pending"] >= 1000 - pushed
+
+        private_pg.restart()
+        wait_for(lambda: buffers(second)["pending"] == 0, what="replay of the buffer")
+        status = buffers(second)
+        assert status["failed"] == 0 and status["files"] == []
+
+    rows = stored(private_pg.dsn, "fo")
+    assert len(rows) == 1000
+    assert len({r[2] for r in rows}) == 1000  # exactly once
+    for p in ("p0", "p1", "p2"):
+        got = [i for name, i, _ in rows if name == p]
+        assert got == [i for i in range(1000) if f"p{i % 3}" == p], p  # push order
+
+
+def test_maintenance_mode_on_the_real_server(migrated_dsn: str, tmp_path: Path) -> None:
+    env = {"FILE_BUFFER_DIR": str(tmp_path / "buffers"), "FILE_BUFFER_FLUSH_MS": "50"}
+    with ServerProcess(migrated_dsn, workers=2, **env) as srv:
+        url = f"{srv.url}{API}"
+        r = httpx.post(f"{url}/system/maintenance", json={"enabled": True})
+        assert r.status_code == 200 and r.json()["maintenanceMode"] is True
+
+        def both_workers_see_it() -> bool:
+            """Every worker process picks the switch up within about a second."""
+            seen = {}
+            for _ in range(20):  # new connections land on either worker
+                status = httpx.get(f"{url}/status/buffers").json()
+                seen[status["worker"]] = status["maintenanceMode"]
+            return len(seen) == 2 and all(seen.values())
+
+        wait_for(both_workers_see_it, timeout=10, what="both workers in maintenance")
+        for batch in batches(100):
+            out = push(srv, batch)
+            assert {r["status"] for r in out} == {"buffered"}
+        for p in ("p0", "p1", "p2"):  # pops see nothing new
+            assert httpx.get(f"{url}/pop/queue/fo/partition/{p}").status_code == 204
+        assert buffers(srv)["pending"] == 100
+
+        r = httpx.post(f"{url}/system/maintenance", json={"enabled": False})
+        assert r.status_code == 200 and r.json()["maintenanceMode"] is False
+        wait_for(lambda: buffers(srv)["pending"] == 0, what="drain")
+        for p in ("p0", "p1", "p2"):
+            pop = httpx.get(f"{url}/pop/queue/fo/partition/{p}", params={"batch": 1000})
+            assert pop.status_code == 200
+            got = [m["data"]["i"] for m in pop.json()["messages"]]
+            assert got == [i for i in range(100) if f"p{i % 3}" == p]
