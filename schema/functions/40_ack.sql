@@ -57,6 +57,8 @@ DECLARE
     v_q_ns      text;
     v_q_task    text;
     v_rel_batch bigint[];
+    v_batch     bigint[];  -- working copies of v_pc.batch_ids / acked_ids (in-place appends)
+    v_acked     bigint[];
     v_out       jsonb[] := '{}';
     v_lease     uuid;
     v_success   boolean;
@@ -92,12 +94,16 @@ BEGIN
         -- Switch to the (partition, group) of this item: store the previous one, lock this one.
         IF r.mid IS NOT NULL AND (NOT v_loaded OR r.pid <> v_cur_pid OR r.grp <> v_cur_grp) THEN
             IF v_loaded AND v_dirty THEN
+                v_pc.batch_ids := v_batch;
+                v_pc.acked_ids := v_acked;
                 PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
             END IF;
             SELECT * INTO v_pc FROM queen.partition_consumers
              WHERE partition_id = r.pid AND consumer_group = r.grp
                FOR UPDATE;
             v_exists := FOUND;
+            v_batch := v_pc.batch_ids;
+            v_acked := coalesce(v_pc.acked_ids, '{}');
             v_loaded := true;
             v_dirty := false;
             v_notify := false;
@@ -131,7 +137,7 @@ BEGIN
             IF v_exists AND (
                    (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
                                       v_pc.last_consumed_id)
-                   OR r.mid = ANY (coalesce(v_pc.acked_ids, '{}'))) THEN
+                   OR r.mid = ANY (v_acked)) THEN
                 v_success := true;
                 v_status := 'already_acked';
                 EXIT item;
@@ -158,7 +164,7 @@ BEGIN
                 END IF;
             END IF;
 
-            IF NOT (v_exists AND r.mid = ANY (coalesce(v_pc.batch_ids, '{}'))) THEN
+            IF NOT (v_exists AND r.mid = ANY (coalesce(v_batch, '{}'))) THEN
                 -- Not delivered under the current lease. Without a lease (transactions,
                 -- clients that omit it) the next message after the cursor may still be acked
                 -- when nobody holds the partition; anything else would skip messages.
@@ -182,6 +188,8 @@ BEGIN
                      WHERE partition_id = r.pid AND consumer_group = r.grp
                        FOR UPDATE;
                     v_exists := true;
+                    v_batch := v_pc.batch_ids;
+                    v_acked := coalesce(v_pc.acked_ids, '{}');
                     IF (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
                                           v_pc.last_consumed_id) THEN
                         v_success := true;
@@ -201,15 +209,15 @@ BEGIN
                 v_pc.lease_id := NULL;
                 v_pc.lease_expires_at := NULL;
                 v_pc.lease_acquired_at := NULL;
-                v_pc.batch_ids := ARRAY[r.mid];
-                v_pc.acked_ids := '{}';
+                v_batch := ARRAY[r.mid];
+                v_acked := '{}';
             END IF;
 
             v_dirty := true;
             v_rc := CASE WHEN v_pc.retry_message_id = r.mid THEN v_pc.retry_count ELSE 0 END;
 
             IF r.status IN ('completed', 'success') THEN
-                v_pc.acked_ids := coalesce(v_pc.acked_ids, '{}') || r.mid;
+                v_acked := v_acked || r.mid;
                 v_status := 'completed';
             ELSIF r.status = 'dlq' OR (r.status = 'failed' AND (p_tx OR v_rc >= r.retry_limit)) THEN
                 INSERT INTO queen.dead_letter_queue
@@ -220,7 +228,7 @@ BEGIN
                    SET error_message = EXCLUDED.error_message,
                        retry_count = EXCLUDED.retry_count,
                        failed_at = now();
-                v_pc.acked_ids := coalesce(v_pc.acked_ids, '{}') || r.mid;
+                v_acked := v_acked || r.mid;
                 IF v_pc.retry_message_id = r.mid THEN
                     v_pc.retry_message_id := NULL;
                     v_pc.retry_count := 0;
@@ -230,6 +238,8 @@ BEGIN
             ELSE
                 -- 'failed' below the limit, or 'retry': give the partition back; the cursor
                 -- stays before this message (it only covers the done prefix before it).
+                v_pc.batch_ids := v_batch;
+                v_pc.acked_ids := v_acked;
                 v_pc := queen._pc_apply_prefix(v_pc);
                 v_rel_batch := v_pc.batch_ids;
                 IF r.status = 'failed' THEN
@@ -245,23 +255,27 @@ BEGIN
                 v_pc.lease_id := NULL;
                 v_pc.lease_expires_at := NULL;
                 v_pc.lease_acquired_at := NULL;
-                v_pc.batch_ids := NULL;
-                v_pc.acked_ids := NULL;
+                v_batch := NULL;
+                v_acked := '{}';
             END IF;
             v_success := true;
 
             -- Whole delivered batch done: move the cursor and release the lease.
-            IF coalesce(cardinality(v_pc.batch_ids), 0) > 0
-               AND cardinality(v_pc.acked_ids) >= cardinality(v_pc.batch_ids) THEN
+            IF coalesce(cardinality(v_batch), 0) > 0
+               AND cardinality(v_acked) >= cardinality(v_batch) THEN
+                v_pc.batch_ids := v_batch;
+                v_pc.acked_ids := v_acked;
                 v_pc := queen._pc_apply_prefix(v_pc);
-                IF cardinality(v_pc.batch_ids) = 0 THEN
+                v_batch := v_pc.batch_ids;
+                v_acked := coalesce(v_pc.acked_ids, '{}');
+                IF cardinality(v_batch) = 0 THEN
                     v_released := v_pc.lease_id IS NOT NULL;
                     v_pc.total_batches_consumed := v_pc.total_batches_consumed + 1;
                     v_pc.lease_id := NULL;
                     v_pc.lease_expires_at := NULL;
                     v_pc.lease_acquired_at := NULL;
-                    v_pc.batch_ids := NULL;
-                    v_pc.acked_ids := NULL;
+                    v_batch := NULL;
+                    v_acked := '{}';
                 END IF;
             END IF;
             IF v_released THEN
@@ -282,6 +296,8 @@ BEGIN
     END LOOP;
 
     IF v_loaded AND v_dirty THEN
+        v_pc.batch_ids := v_batch;
+        v_pc.acked_ids := v_acked;
         PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
     END IF;
 
