@@ -107,17 +107,21 @@ class AdminApi:
         group: str | None = None,
         error: str = "boom",
         partition: str = "Default",
+        **options: Any,
     ) -> list[dict[str, Any]]:
         """Push, pop and fail every payload once on a queue with retryLimit 0 (straight to
-        the DLQ); returns the popped messages in order."""
-        self.configure(queue, retryLimit=0)
+        the DLQ); returns the popped messages in order. `options`: more queue options."""
+        self.configure(queue, retryLimit=0, **options)
         self.push(queue, payloads, partition)
-        failed = []
-        for _ in payloads:
-            [message] = self.pop(queue, group=group, partition=partition)
-            assert self.ack(message, "failed", error)["status"] == "failed_dlq"
-            failed.append(message)
-        return failed
+        return [self.fail_next(queue, group, error, partition) for _ in payloads]
+
+    def fail_next(
+        self, queue: str, group: str | None = None, error: str = "boom", partition: str = "Default"
+    ) -> dict[str, Any]:
+        """Pop the group's next message and fail it (DLQ on a queue with retryLimit 0)."""
+        [message] = self.pop(queue, group=group, partition=partition)
+        assert self.ack(message, "failed", error)["status"] == "failed_dlq"
+        return message
 
     # -- direct reads ---------------------------------------------------------------
     def sql(self, query: str, *args: Any) -> list[tuple[Any, ...]]:
