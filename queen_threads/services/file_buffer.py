@@ -73,6 +73,7 @@ MAX_OPEN_FILES = 64  # files merged at once; later ones wait (their first event 
 SLICE_S = 1.0  # longest replay pass before the loop looks at stop/maintenance again
 FAILED_RETRY_S = 5.0  # first retry of a failed file; doubles per attempt
 FAILED_RETRY_MAX_S = 300.0
+MAX_LISTED_FILES = 100  # files named in the status (the counts cover all)
 PROBE_S = 1.0  # while unhealthy, how often a non-replaying process pings the database
 NAME_RE = re.compile(
     r"^failover-(?P<tag>[0-9a-f]{10})-(?P<ns>\d{20})-(?P<pid>\d+)-(?P<seq>\d{6})"
@@ -831,9 +832,10 @@ class FileBuffer:
         except OSError as exc:
             log.error("could not keep the torn tail of %s: %s", f.name, exc)
         log.warning(
-            "buffer file %s: torn last record skipped (%s; %d bytes at offset %d, kept in "
-            "torn/%s); its request was never acknowledged, every complete record before "
-            "it was replayed",
+            "buffer file %s: unreadable tail skipped (%s; %d bytes at offset %d, kept in "
+            "torn/%s); every complete record before it was replayed. A torn last record is "
+            "a write its process died in (that push was never acknowledged); anything "
+            "longer is corruption to inspect",
             f.name,
             torn.reason,
             torn.size,
@@ -937,12 +939,16 @@ class FileBuffer:
             torn = sum(1 for n in os.listdir(self.torn_dir) if n.startswith(prefix))
         except FileNotFoundError:
             torn = 0
+        counts = {state: 0 for state in ("active", "ready", "failed")}
+        for entry in files:
+            counts[entry["state"]] += 1
         return {
             "pending": pending,
             "failed": failed,
             "dbHealthy": self.db_healthy,
             "worker": self.writer.pid,
-            "files": files,
+            "files": files[:MAX_LISTED_FILES],
+            "fileCounts": counts,
             "replayer": self.lock.held,
             "replayerPid": self.lock.holder_pid(),
             "maintenanceMode": self.maintenance.push_on,

@@ -56,7 +56,9 @@ def kill_hard(srv: ServerProcess) -> None:
             proc.send_signal(signal.SIGKILL)
     srv.proc.wait(10)
     _, alive = psutil.wait_procs(procs, timeout=10)
-    assert all(p.status() == psutil.STATUS_ZOMBIE for p in alive), alive
+    for proc in alive:  # orphaned workers may stay zombies until something reaps them
+        with contextlib.suppress(psutil.NoSuchProcess):
+            assert proc.status() == psutil.STATUS_ZOMBIE, proc
 
 
 def wait_for(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
