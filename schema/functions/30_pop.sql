@@ -133,20 +133,25 @@ BEGIN
 
             -- 2. First visit of this group to a partition: create its cursor (queue mode and
             --    'all' subscriptions start at the beginning, 'new'/timestamp ones after the
-            --    stored subscription instant). Sorted inserts keep the lock order stable.
+            --    stored subscription instant). All missing cursors of the scope are created
+            --    at once, in partition order, so concurrent pops insert in the same order.
             IF v_missing IS NOT NULL THEN
                 INSERT INTO queen.partition_consumers
                        (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
                 SELECT x.pid, v_group, x.start_ts,
                        CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END
-                  FROM (SELECT p.id AS pid,
+                  FROM (SELECT pl.partition_id AS pid,
                                CASE WHEN v_group = '__QUEUE_MODE__' THEN NULL
                                     ELSE queen._subscription_start(v_group, q.name, p.name,
                                                                    q.namespace, q.task)
                                END AS start_ts
-                          FROM queen.partitions p
+                          FROM queen.partition_lookup pl
+                          JOIN queen.partitions p ON p.id = pl.partition_id
                           JOIN queen.queues q ON q.id = p.queue_id
-                         WHERE p.id = ANY (v_missing)) x
+                         WHERE pl.partition_id = ANY (v_parts)
+                           AND NOT EXISTS (SELECT 1 FROM queen.partition_consumers pc
+                                            WHERE pc.partition_id = pl.partition_id
+                                              AND pc.consumer_group = v_group)) x
                  ORDER BY x.pid
                 ON CONFLICT (partition_id, consumer_group) DO NOTHING;
             END IF;
