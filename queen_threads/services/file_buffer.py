@@ -42,6 +42,7 @@ import contextlib
 import fcntl
 import hashlib
 import heapq
+import itertools
 import logging
 import os
 import re
@@ -81,6 +82,7 @@ NAME_RE = re.compile(
 )
 
 PushFn = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+_FILE_SEQ = itertools.count(1)  # file numbers, unique within the process
 Pairs = list[tuple[str, str]]
 
 
@@ -244,7 +246,6 @@ class BufferWriter:
         self.events_per_file = events_per_file
         self.pid = os.getpid()
         self._lock = threading.Lock()
-        self._seq = 0
         self._last_ts = 0
         self._fd: int | None = None
         self._path: Path | None = None
@@ -262,6 +263,9 @@ class BufferWriter:
             return
         with self._lock:
             stamped = [{"ts": self._next_ts(), **event} for event in events]
+            if self._fd is not None and os.fstat(self._fd).st_nlink == 0:
+                os.close(self._fd)  # someone deleted the open file: start a new one
+                self._fd = self._path = None
             if self._fd is None:
                 self._open(stamped[0]["ts"])
             assert self._fd is not None
@@ -284,8 +288,8 @@ class BufferWriter:
 
     def _open(self, ns: int) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._seq += 1
-        name = f"failover-{self.tag}-{ns:020d}-{self.pid}-{self._seq:06d}"
+        seq = next(_FILE_SEQ) % 1_000_000
+        name = f"failover-{self.tag}-{ns:020d}-{self.pid}-{seq:06d}"
         # Lock before the file gets its real name: a replayer that sees the `.tmp` name
         # must never find it unlocked while this process is alive.
         creating = self.directory / f".creating-{name}"

@@ -296,3 +296,17 @@ def test_replay_wakes_local_consumers(make_buffer: Make, database: Database) -> 
     fb.writer.close()
     drain(fb)
     assert woken == [[("fb", "A"), ("fb", "B")]]
+
+
+def test_a_deleted_open_file_is_replaced_not_written_into_the_void(make_buffer: Make) -> None:
+    fb = make_buffer()
+    fb.buffer(items(("P", 1)), "test")
+    (first,) = buffer_files(fb)
+    first.unlink()  # an operator cleaning up the folder under a running server
+    fb.buffer(items(("P", 2)), "test")
+    (second,) = buffer_files(fb)
+    assert second != first
+    reader = RecordReader(second)
+    record = reader.next()
+    reader.close()
+    assert record is not None and record.event["transactionId"] == "t2"
