@@ -6,7 +6,11 @@ Run: gunicorn -c config/gunicorn.conf.py queen_threads.wsgi:app
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from queen_threads.settings import load_settings
@@ -25,6 +29,42 @@ loglevel = "warning" if _settings.log_level == "error" else "info"
 accesslog = None  # queen-threads writes its own structured access line per request
 proc_name = "queen-threads"
 control_socket_disable = True  # several instances may run on one host
+
+
+_PROMETHEUS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_PROMETHEUS_TMP_PREFIX = "queen-prometheus-"
+
+
+def on_starting(server: Any) -> None:
+    """Prometheus multiprocess mode: every worker writes its metrics into one folder, which
+    must be empty when the server starts (stale files of an earlier run would be summed).
+    Without PROMETHEUS_MULTIPROC_DIR a fresh temporary folder is created (removed at exit).
+    The workers inherit the variable (set before they are forked)."""
+    folder = _settings.prometheus_multiproc_dir
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        for stale in Path(folder).glob("*.db"):
+            stale.unlink(missing_ok=True)
+    else:
+        folder = tempfile.mkdtemp(prefix=_PROMETHEUS_TMP_PREFIX)
+    os.environ[_PROMETHEUS_ENV] = folder
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: drop its live gauges (its counters keep counting in the totals)."""
+    if os.environ.get(_PROMETHEUS_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server: Any) -> None:
+    """Remove the temporary folder on_starting created (a configured one is kept)."""
+    folder = Path(os.environ.get(_PROMETHEUS_ENV, ""))
+    if folder.name.startswith(_PROMETHEUS_TMP_PREFIX) and folder.parent == Path(
+        tempfile.gettempdir()
+    ):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def post_fork(server: Any, worker: Any) -> None:

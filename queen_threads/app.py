@@ -6,11 +6,11 @@ import falcon
 
 from queen_threads.http import errors
 from queen_threads.http.middleware import RequestContext
-from queen_threads.resources import admin, maintenance
+from queen_threads.resources import admin, maintenance, status
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
-from queen_threads.resources.metrics import Metrics
+from queen_threads.resources.metrics import Metrics, PrometheusMetrics
 from queen_threads.resources.peers import Notify
 from queen_threads.resources.pop import Pop
 from queen_threads.resources.push import Push
@@ -28,6 +28,7 @@ def create_app(runtime: Runtime) -> falcon.App:
     errors.install(app)
     app.add_route("/health", Health(runtime))
     app.add_route("/metrics", Metrics(runtime))
+    app.add_route("/metrics/prometheus", PrometheusMetrics(runtime))
     app.add_route(f"{API}/configure", Configure(runtime))
     app.add_route(f"{API}/resources/queues/{{queue}}", Queue(runtime))
     app.add_route(f"{API}/push", Push(runtime))
@@ -42,4 +43,5 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.add_route("/internal/api/notify", Notify(runtime))
     admin.register(app, runtime, API)
     maintenance.register(app, runtime, API)
+    status.register(app, runtime, API)
     return app

@@ -21,6 +21,15 @@ from queen_threads.services.listener import WakeupListener
 from queen_threads.services.maintenance import Maintenance
 from queen_threads.services.peers import PeerService
 from queen_threads.services.polling import PollingService
+from queen_threads.services.prometheus import (
+    Instruments,
+    MeteredPollingService,
+    MeteredQueueStore,
+    ObservedRequestStats,
+    TimedDatabase,
+    count_buffered,
+    observe_service,
+)
 from queen_threads.services.queue_service import QueueService
 from queen_threads.services.retention import RetentionServices
 from queen_threads.services.stats import RequestStats
@@ -51,13 +60,16 @@ class Runtime:
         self.dsn = dsn
         self.version = __version__
         self.worker_id = os.getpid()
-        self.db = Database(pool_config(settings, dsn))
-        self.stats = RequestStats()
+        # Metered subclasses: they feed /metrics and /metrics/prometheus (prometheus.py).
+        self.instruments = Instruments()
+        self.db: Database = TimedDatabase(pool_config(settings, dsn), self.instruments.counters)
+        self.stats: RequestStats = ObservedRequestStats()
         self.started_at = time.time()
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
-        self.store = QueueStore(self.db, cipher)
-        self.polling = PollingService(settings, self.store, self.worker_id)
+        self.store: QueueStore = MeteredQueueStore(self.db, cipher, self.instruments.counters)
+        self.polling: PollingService = MeteredPollingService(settings, self.store, self.worker_id)
         self.queues = QueueService(self.store, self.polling)
+        self.queues.on_push_results = count_buffered
         self.peers = PeerService(
             self.polling.on_event,
             http_peers=settings.peers,
@@ -87,7 +99,9 @@ class Runtime:
             dsn,
             owner=f"{socket.gethostname()}:{settings.port}:{self.worker_id}",
             ready=self.schema_ready,
+            observer=observe_service,
         )
+        self.instruments.bind(self)
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
@@ -98,6 +112,7 @@ class Runtime:
         self.maintenance.start()
         self.buffer.start()
         self.operations.start()
+        self.instruments.start()
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
@@ -124,6 +139,7 @@ class Runtime:
         self.listener.stop()
         self.peers.stop()
         self.operations.stop()
+        self.instruments.stop()
         self.polling.stop(timeout=1.0)
 
     def stop(self) -> None:

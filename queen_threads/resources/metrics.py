@@ -1,4 +1,6 @@
-"""GET /metrics: this worker process's live numbers as JSON."""
+"""GET /metrics: this worker process's live numbers as JSON.
+GET /metrics/prometheus: the whole server (every worker process) in the Prometheus text
+format (services/prometheus.py)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,8 @@ class Metrics:
             "uptime": round(time.time() - rt.started_at, 3),
             "worker": {"pid": rt.worker_id},
             "requests": rt.stats.snapshot(),
-            "database": rt.db.pool.stats(),
+            "messages": rt.instruments.counters.messages_snapshot(),
+            "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
             "wakeupListener": {
                 "connected": rt.listener.connected.is_set(),
@@ -30,7 +33,34 @@ class Metrics:
                 "reconnects": rt.listener.reconnects,
             },
             "peers": rt.peers.stats(),
+            "buffer": _buffer(rt),
+            "background": rt.operations.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }
         media(resp, body)
+
+
+def _buffer(rt: Runtime) -> dict[str, object]:
+    try:
+        status = rt.buffer.status()
+    except Exception as exc:  # a missing or unreadable folder must not break /metrics
+        return {"error": str(exc)}
+    keys = ("pending", "failed", "dbHealthy", "maintenanceMode", "popMaintenanceMode",
+            "bufferedByWorker", "replayedByWorker", "replayer")  # fmt: skip
+    return {k: status.get(k) for k in keys}
+
+
+class PrometheusMetrics:
+    """Every counter, histogram and gauge of the server, merged over its worker processes."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        exposition = self.runtime.instruments.exposition
+        assert exposition is not None
+        data, content_type = exposition.render(req.get_header("Accept"))
+        resp.status = 200
+        resp.content_type = content_type
+        resp.data = data

@@ -18,6 +18,7 @@ PushFn = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
 # The failover buffer (services/file_buffer.py): push(items, direct) tries `direct` and
 # buffers the items when the database is unreachable or maintenance mode is on.
 Failover = Callable[[list[dict[str, Any]], PushFn], list[dict[str, Any]]]
+PushObserver = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
 
 class QueueService:
@@ -26,6 +27,8 @@ class QueueService:
         self.polling = polling
         self.sinks: list[WakeupSink] = []
         self.failover: Failover | None = None
+        # Sees the results of every push of the HTTP path (metrics count `buffered` items).
+        self.on_push_results: PushObserver | None = None
 
     def _announce(self, event: dict[str, Any]) -> None:
         self.polling.on_event(event, source="push")
@@ -42,8 +45,12 @@ class QueueService:
 
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.failover is not None:
-            return self.failover(items, self._push_direct)
-        return self._push_direct(items)
+            results = self.failover(items, self._push_direct)
+        else:
+            results = self._push_direct(items)
+        if self.on_push_results is not None:
+            self.on_push_results(items, results)
+        return results
 
     def _push_direct(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = self.store.push(items)

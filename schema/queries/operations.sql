@@ -401,3 +401,7 @@ SELECT jsonb_build_object(
                                                AND retention_type = 'partition_cleanup')),
            'timestamp', queen._iso_ms(now())
        )::text;
+
+-- name: ops_local_timeout
+-- statement_timeout for the rest of the current transaction (ms as text).
+SELECT set_config('statement_timeout', %s, true);
