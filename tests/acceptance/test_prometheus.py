@@ -4,6 +4,8 @@ scrape, and the numbers move when traffic flows."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -158,3 +160,39 @@ def test_numbers_move_when_traffic_flows(prom_server: ServerProcess) -> None:
     assert value(after, "queen_queue_oldest_pending_age_seconds", queue=q) >= 0
     assert value(after, "queen_consumer_group_lag_seconds", queue=q, consumer_group="audit") >= 0
     assert value(after, "queen_backlog_scrape_success") == 1
+
+
+def test_a_killed_worker_keeps_its_counts_and_leaves_the_live_gauges(
+    pg_admin_dsn: str, template_db: str
+) -> None:
+    from tests.conftest import database_from_template
+
+    with (
+        database_from_template(pg_admin_dsn, template_db) as dsn,
+        ServerProcess(dsn, workers=2) as srv,
+    ):
+        q = f"kill-{uuid.uuid4().hex[:8]}"
+        for _ in range(20):
+            push(srv.url, q)
+        pids = {
+            httpx.get(f"{srv.url}/metrics", timeout=5).json()["worker"]["pid"] for _ in range(30)
+        }
+        assert len(pids) == 2
+        victim = min(pids)
+        os.kill(victim, signal.SIGKILL)
+
+        def replaced() -> bool:
+            seen = set()
+            for _ in range(20):
+                try:
+                    seen.add(httpx.get(f"{srv.url}/metrics", timeout=5).json()["worker"]["pid"])
+                except httpx.HTTPError:
+                    return False
+            return victim not in seen and len(seen) == 2
+
+        eventually(replaced, timeout=30)
+        samples = scrape(srv.url)
+        assert value(samples, "queen_messages_pushed_total", queue=q, status="queued") == 20
+        assert value(samples, "queen_worker_processes") == 2
+        starts = {s.labels["pid"] for s in samples if s.name == "queen_worker_start_time_seconds"}
+        assert str(victim) not in starts and len(starts) == 2
