@@ -18,6 +18,7 @@ import orjson
 from queen_threads.bench import procstat
 from queen_threads.bench.httpclient import Connection, Endpoint, Response, close_all
 from queen_threads.bench.options import Options, Sizes
+from queen_threads.bench.pgwaits import WaitSampler
 from queen_threads.bench.profile import Profiler
 from queen_threads.bench.server import Target
 
@@ -84,6 +85,7 @@ class Context:
         self.pad = "x" * max(0, options.sizes.payload_bytes - 24)
         self.profile_label: str | None = None
         self.profiles: dict[str, dict[str, Any]] = {}
+        self.pg_waits: dict[str, dict[str, Any]] = {}
 
     # names and bodies -------------------------------------------------------------------
     def queue(self, scenario: str, label: str) -> str:
@@ -119,7 +121,11 @@ class Context:
 
     @asynccontextmanager
     async def measure(self, label: str) -> AsyncIterator[dict[str, float | None]]:
-        """CPU of server, PostgreSQL, load generator and machine during the block."""
+        """CPU of server, PostgreSQL, load generator and machine during the block.
+
+        Also samples PostgreSQL's wait events (kept in `pg_waits` under the label).
+        """
+        sampler = WaitSampler(self.target.dsn).start() if self.target.dsn else None
         window = procstat.CpuWindow(
             {"server": self.target.server_pid, "postgres": self.target.pg_pid}
         ).start()
@@ -134,6 +140,11 @@ class Context:
             yield result
         finally:
             result.update(window.stop())
+            if sampler is not None:
+                waits = await asyncio.to_thread(sampler.stop)
+                self.pg_waits[label] = waits
+                busiest = ", ".join(f"{w} {n}" for w, n in list(waits["by_wait"].items())[:4])
+                log(f"{label}: postgres backends busy {waits['avg_active_backends']} ({busiest})")
             if profiler is not None:
                 self.profiles[f"{self.profile_label}-{label}"] = await asyncio.to_thread(
                     profiler.stop

@@ -59,6 +59,7 @@ async def consume(
     """Pop (wait=false) and ack each batch as completed until `done()`."""
     pop_raw = conn.render("GET", path)
     while not done():
+        popped_at = now()
         response = await conn.request_raw(pop_raw)
         tally.pops += 1
         if response.status == 204:
@@ -84,7 +85,13 @@ async def consume(
         results = ack.json()
         failed = [r for r in results if not r.get("success")] if isinstance(results, list) else []
         if failed or not isinstance(results, list):
-            raise BenchError(f"ack/batch: {len(failed)} of {len(acks)} failed: {ack.body[:300]!r}")
+            m = messages[0]
+            raise BenchError(
+                f"ack/batch: {len(failed)} of {len(acks)} failed "
+                f"{(now() - popped_at) * 1000:.0f} ms after the pop of partition "
+                f"{m.get('partition')!r} lease {m.get('leaseId')!r} group {group!r}: "
+                f"{ack.body[:300]!r}"
+            )
         tally.acks += 1
         tally.add(messages)
 
@@ -119,7 +126,7 @@ async def competing(ctx: Context, run: int) -> RunResult:
         return len(tally.seen) >= s.consume_messages
 
     try:
-        async with ctx.measure("c") as cpu:
+        async with ctx.measure(f"c-r{run}") as cpu:
             started = now()
             await asyncio.wait_for(
                 asyncio.gather(*(consume(c, path, None, tally, done) for c in conns)),
@@ -168,7 +175,7 @@ async def fanout(ctx: Context, run: int) -> RunResult:
 
     total = s.fanout_messages * len(groups)
     try:
-        async with ctx.measure("f") as cpu:
+        async with ctx.measure(f"f-r{run}") as cpu:
             started = now()
             await asyncio.wait_for(
                 asyncio.gather(*(runner(c, g) for c, g in zip(conns, groups, strict=True))),

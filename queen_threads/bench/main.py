@@ -85,6 +85,7 @@ def bench(options: Options) -> int:
     info["elapsed_s"] = round(time.time() - started, 1)
     info["scenarios"] = {o.letter: o.as_dict(ctx) for o in outcomes}
     info["profiles"] = ctx.profiles
+    info["postgres_waits"] = ctx.pg_waits
     info["server_log_problems"] = problems
     if problems:
         log(f"the server logged {len(problems)} error line(s); last: {problems[-1][:300]}")

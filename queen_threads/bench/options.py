@@ -25,6 +25,7 @@ class Sizes:
     idle_polls: int = 10_000
     idle_queues: int = 100
     idle_hold_s: float = 20.0
+    idle_ramp_per_s: float = 2000.0
     fanout_messages: int = 10_000
     fanout_groups: int = 10
     payload_bytes: int = 64
@@ -35,12 +36,12 @@ QUICK = Sizes(
     runs=1,
     warmup_s=0.5,
     duration_s=3.0,
-    consume_messages=5_000,
+    consume_messages=10_000,
     latency_reps=10,
     idle_polls=1_000,
     idle_queues=10,
     idle_hold_s=10.0,
-    fanout_messages=2_000,
+    fanout_messages=3_000,
 )
 
 

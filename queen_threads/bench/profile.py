@@ -45,10 +45,15 @@ def parse_collapsed(text: str) -> list[tuple[list[str], int]]:
     return stacks
 
 
+def is_python(frame: str) -> bool:
+    return frame.endswith(".py)")
+
+
 @dataclass(frozen=True)
 class ProfileSummary:
     samples: int
     self_top: list[tuple[str, int]]
+    python_self_top: list[tuple[str, int]]
     inclusive_top: list[tuple[str, int]]
 
     def as_dict(self) -> dict[str, Any]:
@@ -58,12 +63,16 @@ class ProfileSummary:
         return {
             "samples": self.samples,
             "self": [{"frame": f, "samples": n, "pct": pct(n)} for f, n in self.self_top],
+            "python_self": [
+                {"frame": f, "samples": n, "pct": pct(n)} for f, n in self.python_self_top
+            ],
             "inclusive": [{"frame": f, "samples": n, "pct": pct(n)} for f, n in self.inclusive_top],
         }
 
 
 def summarise(stacks: Iterable[tuple[list[str], int]], top: int = 30) -> ProfileSummary:
     own: Counter[str] = Counter()
+    python_own: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     total = 0
     for frames, count in stacks:
@@ -71,9 +80,14 @@ def summarise(stacks: Iterable[tuple[list[str], int]], top: int = 30) -> Profile
             continue
         total += count
         own[frames[-1]] += count
+        python_own[next((f for f in reversed(frames) if is_python(f)), "(no Python frame)")] += (
+            count
+        )
         for frame in set(frames):
             inclusive[frame] += count
-    return ProfileSummary(total, own.most_common(top), inclusive.most_common(top))
+    return ProfileSummary(
+        total, own.most_common(top), python_own.most_common(top), inclusive.most_common(top)
+    )
 
 
 class Profiler:
@@ -95,7 +109,7 @@ class Profiler:
             out = self.out_dir / f"{self.label}-{pid}.txt"
             proc = subprocess.Popen(
                 [exe, "record", "--pid", str(pid), "--rate", str(self.rate), "--format", "raw",
-                 "--nonblocking", "--output", str(out)],
+                 "--native", "--output", str(out)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )  # fmt: skip
             self.procs.append((pid, out, proc))
@@ -125,8 +139,10 @@ class Profiler:
 
 def summary_markdown(label: str, summary: dict[str, Any], top: int = 20) -> str:
     lines = [f"### {label}: {summary['samples']} samples (all server workers)", ""]
-    lines += ["| self % | function (self time) |", "| ---: | --- |"]
+    lines += ["| self % | frame (self time, native frames included) |", "| ---: | --- |"]
     lines += [f"| {e['pct']} | `{e['frame']}` |" for e in summary["self"][:top]]
+    lines += ["", "| self % | innermost Python function |", "| ---: | --- |"]
+    lines += [f"| {e['pct']} | `{e['frame']}` |" for e in summary["python_self"][:top]]
     lines += ["", "| incl. % | function (inclusive time) |", "| ---: | --- |"]
     lines += [f"| {e['pct']} | `{e['frame']}` |" for e in summary["inclusive"][:top]]
     return "\n".join(lines)

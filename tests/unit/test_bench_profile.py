@@ -55,3 +55,16 @@ def test_frame_name_of_stdlib_frames() -> None:
     assert frame_name("wait (/root/.pyenv/versions/3.11.7/lib/python3.11/threading.py:320)") == (
         "wait (threading.py)"
     )
+
+
+def test_python_self_attributes_native_leaves_to_the_innermost_python_frame() -> None:
+    stacks = parse_collapsed(
+        "main (/a/queen_threads/app.py:1);fetch_one (/a/queen_threads/db.py:9);send (libc.so.6) 7\n"
+        "main (/a/queen_threads/app.py:1);epoll_wait (libc.so.6) 3\n"
+    )
+    summary = summarise(stacks)
+    assert summary.self_top == [("send (libc.so.6)", 7), ("epoll_wait (libc.so.6)", 3)]
+    assert summary.python_self_top == [
+        ("fetch_one (queen_threads/db.py)", 7),
+        ("main (queen_threads/app.py)", 3),
+    ]
