@@ -8,6 +8,7 @@ import os
 import shlex
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,7 @@ def bench(options: Options) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR")  # pgserver's platformdirs
     options = parse_args(sys.argv[1:] if argv is None else argv)
     if sys.platform != "linux":
         print("scripts/bench reads /proc and runs on Linux only", file=sys.stderr)

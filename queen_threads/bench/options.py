@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet-wait",
         type=float,
         help="before each run, wait up to this many seconds for other processes on the machine"
-        " to use less than --quiet-limit CPU (default 180, quick 0)",
+        " to use less than --quiet-limit CPU (default 60, quick 0)",
     )
     p.add_argument(
         "--quiet-limit",
@@ -204,7 +204,7 @@ def parse_args(argv: list[str]) -> Options:
         server_log_level=ns.server_log_level,
         profile=ns.profile,
         profile_dir=ns.profile_dir,
-        quiet_wait_s=ns.quiet_wait if ns.quiet_wait is not None else (0.0 if ns.quick else 180.0),
+        quiet_wait_s=ns.quiet_wait if ns.quiet_wait is not None else (0.0 if ns.quick else 60.0),
         quiet_limit=ns.quiet_limit,
         keep=ns.keep,
         argv=tuple(argv),

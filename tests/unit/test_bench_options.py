@@ -15,7 +15,7 @@ def test_defaults_start_a_server_and_run_everything_three_times() -> None:
     assert o.workers == 2
     assert o.sizes.idle_polls == 10_000 and o.sizes.latency_reps == 50
     assert o.sizes.consume_messages == 20_000 and o.sizes.fanout_messages == 10_000
-    assert o.quiet_wait_s == 180.0
+    assert o.quiet_wait_s == 60.0
 
 
 def test_quick_uses_small_sizes_and_one_run() -> None:

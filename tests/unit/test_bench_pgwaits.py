@@ -1,0 +1,38 @@
+"""scripts/bench PostgreSQL wait-event sampling: the summary of the counts."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from queen_threads.bench.pgwaits import summarise
+
+
+def test_average_backends_per_wait_and_statement() -> None:
+    counts: Counter[tuple[str, str, str]] = Counter(
+        {
+            ("active", "Lock:transactionid", "SELECT queen.push_messages_v2("): 40,
+            ("active", "CPU", "SELECT queen.push_messages_v2("): 6,
+            ("active", "IO:WALSync", "SELECT queen.push_messages_v2("): 4,
+            ("active", "CPU", "SELECT queen.pop_unified_batch("): 2,
+        }
+    )
+    out = summarise(counts, samples=10, top=3)
+    assert out["samples"] == 10
+    assert out["avg_active_backends"] == 5.2
+    assert out["by_wait"] == {"Lock:transactionid": 4.0, "CPU": 0.8, "IO:WALSync": 0.4}
+    assert out["top"][0] == {
+        "state": "active",
+        "wait": "Lock:transactionid",
+        "query": "SELECT queen.push_messages_v2(",
+        "avg_backends": 4.0,
+    }
+    assert len(out["top"]) == 3
+
+
+def test_no_samples() -> None:
+    assert summarise(Counter(), 0) == {
+        "samples": 0,
+        "avg_active_backends": 0.0,
+        "by_wait": {},
+        "top": [],
+    }
