@@ -22,6 +22,7 @@ import psycopg2
 
 from queen_threads import migrate
 from queen_threads.embedded import EmbeddedPostgres
+from queen_threads.services.file_buffer import encode_record
 from tests.support.server import ServerProcess
 
 API = "/api/v1"
@@ -123,6 +124,39 @@ def stored(dsn: str, queue: str) -> list[tuple[str, int, str]]:
         conn.close()
 
 
+def buffer_until_killed(
+    srv: ServerProcess, plan: list[list[dict[str, Any]]], kill_after: int
+) -> int:
+    """Push the batches (all must be answered buffered); once `kill_after` items are in,
+    SIGKILL the server while the next push is in flight. The index of that batch (whose
+    outcome is unknown, so the client pushes it again)."""
+    pushed = 0
+    try:
+        for k, batch in enumerate(plan):
+            if pushed >= kill_after:
+                sock = send_without_reading(srv, batch)
+                kill_hard(srv)
+                sock.close()
+                return k
+            out = push(srv, batch)
+            assert [r["status"] for r in out] == ["buffered"] * len(batch)
+            assert [r["transactionId"] for r in out] == [i["transactionId"] for i in batch]
+            pushed += len(batch)
+    finally:
+        if srv.proc is not None and srv.proc.poll() is None:
+            kill_hard(srv)
+    raise AssertionError("the plan ended before the kill")
+
+
+def assert_all_once_in_push_order(dsn: str, total: int = 1000) -> None:
+    rows = stored(dsn, "fo")
+    assert len(rows) == total
+    assert {r[2] for r in rows} == {f"m{i}" for i in range(total)}  # exactly once
+    for p in ("p0", "p1", "p2"):
+        got = [i for name, i, _ in rows if name == p]
+        assert got == [i for i in range(total) if f"p{i % 3}" == p], p  # push order
+
+
 def test_outage_and_kill_9_lose_nothing_and_keep_order(
     private_pg: EmbeddedPostgres, tmp_path: Path
 ) -> None:
@@ -132,24 +166,8 @@ def test_outage_and_kill_9_lose_nothing_and_keep_order(
     assert len({len(b) for b in plan}) == len(BATCH_SIZES)
 
     first = Server(private_pg.dsn, workers=2, **env).start()
-    try:
-        private_pg.stop()
-        pushed = resume = 0
-        for k, batch in enumerate(plan):
-            if pushed >= 400:  # kill -9 the server while this push is in flight
-                sock = send_without_reading(first, batch)
-                kill_hard(first)
-                sock.close()
-                resume = k  # its outcome is unknown: the client pushes it again
-                break
-            out = push(first, batch)
-            assert [r["status"] for r in out] == ["buffered"] * len(batch)
-            assert [r["transactionId"] for r in out] == [i["transactionId"] for i in batch]
-            pushed += len(batch)
-    finally:
-        if first.proc is not None and first.proc.poll() is None:
-            kill_hard(first)
-    assert 0 < resume < len(plan)
+    private_pg.stop()
+    resume = buffer_until_killed(first, plan, 400)
     assert list((tmp_path / "buffers").glob("failover-*.buf*"))  # the killed server's files
 
     # A new server on the same folder, PostgreSQL still down: the rest is buffered too.
@@ -157,19 +175,40 @@ def test_outage_and_kill_9_lose_nothing_and_keep_order(
         for batch in plan[resume:]:
             out = push(second, batch)
             assert [r["status"] for r in out] == ["buffered"] * len(batch)
-        assert buffers(second)["pending"] >= 1000 - pushed
+        assert buffers(second)["pending"] >= sum(len(b) for b in plan[resume:])
 
         private_pg.restart()
         wait_for(lambda: buffers(second)["pending"] == 0, what="replay of the buffer")
         status = buffers(second)
         assert status["failed"] == 0 and status["files"] == []
+    assert_all_once_in_push_order(private_pg.dsn)
 
-    rows = stored(private_pg.dsn, "fo")
-    assert len(rows) == 1000
-    assert len({r[2] for r in rows}) == 1000  # exactly once
-    for p in ("p0", "p1", "p2"):
-        got = [i for name, i, _ in rows if name == p]
-        assert got == [i for i in range(1000) if f"p{i % 3}" == p], p  # push order
+
+def test_a_restarted_server_replays_what_a_killed_one_left_torn_tail_included(
+    private_pg: EmbeddedPostgres, tmp_path: Path
+) -> None:
+    migrate.migrate(private_pg.dsn)
+    folder = tmp_path / "buffers"
+    env = {"FILE_BUFFER_DIR": str(folder), "FILE_BUFFER_FLUSH_MS": "50"}
+    plan = batches(1000)
+    first = Server(private_pg.dsn, workers=2, **env).start()
+    private_pg.stop()
+    resume = buffer_until_killed(first, plan, 600)
+    # The write a kill cuts short leaves half a record at the end of a file.
+    record = encode_record({"ts": time.time_ns(), **item(0), "transactionId": "torn"})
+    with max(folder.glob("failover-*.buf*")).open("ab") as f:
+        f.write(record[: len(record) // 2])
+
+    private_pg.restart()
+    with ServerProcess(private_pg.dsn, workers=2, **env) as second:  # replays at startup
+        wait_for(lambda: buffers(second)["pending"] == 0, what="startup replay")
+        status = buffers(second)
+        assert status["tornRecords"] == 1 and status["failed"] == 0
+        assert "unreadable tail skipped" in second.logs()
+        for batch in plan[resume:]:  # the client goes on (and retries the unanswered push)
+            out = push(second, batch)
+            assert {r["status"] for r in out} <= {"queued", "duplicate"}
+    assert_all_once_in_push_order(private_pg.dsn)
 
 
 def test_maintenance_mode_on_the_real_server(migrated_dsn: str, tmp_path: Path) -> None:
