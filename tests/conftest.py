@@ -9,10 +9,11 @@ database gets a fresh `CREATE DATABASE ... TEMPLATE` copy.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import falcon.testing
 import psycopg2
@@ -52,12 +53,15 @@ def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if configured is not None:
         yield configured
         return
-    server = EmbeddedPostgres(tmp_path_factory.mktemp("pg"))
+    # Outside pytest's own temp folders: a concurrent pytest session prunes those.
+    folder = tempfile.mkdtemp(prefix="queen-test-pg-")
+    server = EmbeddedPostgres(folder)
     dsn = server.start()
     try:
         yield dsn
     finally:
         server.stop("immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -131,14 +135,16 @@ def database(migrated_dsn: str) -> Iterator[Database]:
 
 
 @pytest.fixture
-def private_pg(tmp_path: Path) -> Iterator[EmbeddedPostgres]:
+def private_pg() -> Iterator[EmbeddedPostgres]:
     """A PostgreSQL of the test's own, which the test may stop and start again."""
-    server = EmbeddedPostgres(tmp_path / "private-pg")
+    folder = tempfile.mkdtemp(prefix="queen-test-private-pg-")
+    server = EmbeddedPostgres(folder)
     server.start()
     try:
         yield server
     finally:
         server.stop("immediate")
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture
