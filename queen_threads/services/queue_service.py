@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queen_threads.services.polling import PollingService
+from queen_threads.services.push_batcher import PushBatcher
 from queen_threads.store import QueueStore
 
 WakeupSink = Callable[[dict[str, Any]], None]
@@ -26,6 +27,7 @@ class QueueService:
         self.store = store
         self.polling = polling
         self.sinks: list[WakeupSink] = []
+        self.batcher = PushBatcher(store.push)
         self.failover: Failover | None = None
         # Sees the results of every push of the HTTP path (metrics count `buffered` items).
         self.on_push_results: PushObserver | None = None
@@ -53,7 +55,7 @@ class QueueService:
         return results
 
     def _push_direct(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = self.store.push(items)
+        results = self.batcher.push(items)
         self._announce_pushed(
             [
                 (item["queue"], item["partition"])
