@@ -64,30 +64,15 @@ def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def template_db(pg_admin_dsn: str) -> Iterator[str]:
-    name = f"queen_tpl_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    conn = _admin(pg_admin_dsn)
+@contextmanager
+def temporary_database(admin_dsn: str, template: str | None = None) -> Iterator[str]:
+    """A new database (a copy of `template` if given), dropped afterwards; its name."""
+    name = f"queen_t_{uuid.uuid4().hex[:12]}"
+    conn = _admin(admin_dsn)
     with conn.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    migrate.migrate(_with_db(pg_admin_dsn, name))
+        cur.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
     try:
         yield name
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.close()
-
-
-@pytest.fixture
-def fresh_db(pg_admin_dsn: str) -> Iterator[str]:
-    """An empty database (no schema) and its DSN."""
-    name = f"queen_t_{uuid.uuid4().hex[:12]}"
-    conn = _admin(pg_admin_dsn)
-    with conn.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield _with_db(pg_admin_dsn, name)
     finally:
         with conn.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -97,16 +82,22 @@ def fresh_db(pg_admin_dsn: str) -> Iterator[str]:
 @contextmanager
 def database_from_template(admin_dsn: str, template: str) -> Iterator[str]:
     """A fresh copy of the migrated template database (dropped afterwards); its DSN."""
-    name = f"queen_t_{uuid.uuid4().hex[:12]}"
-    conn = _admin(admin_dsn)
-    with conn.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    try:
+    with temporary_database(admin_dsn, template) as name:
         yield _with_db(admin_dsn, name)
-    finally:
-        with conn.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.close()
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_admin_dsn: str) -> Iterator[str]:
+    with temporary_database(pg_admin_dsn) as name:
+        migrate.migrate(_with_db(pg_admin_dsn, name))
+        yield name
+
+
+@pytest.fixture
+def fresh_db(pg_admin_dsn: str) -> Iterator[str]:
+    """An empty database (no schema) and its DSN."""
+    with temporary_database(pg_admin_dsn) as name:
+        yield _with_db(pg_admin_dsn, name)
 
 
 @pytest.fixture
