@@ -36,6 +36,8 @@ class RegistryStats:
     backoff_states: int
     capacity: int
     groups_per_shard: tuple[int, ...]
+    registered: int = 0
+    rejected: int = 0
 
 
 class PollIntentionRegistry:
@@ -73,6 +75,8 @@ class PollIntentionRegistry:
         self._heaps = [DeadlineHeap() for _ in range(worker_count)]
         self._live: list[int] = [0] * worker_count
         self._index = WakeIndex()
+        self._registered = 0
+        self._rejected = 0
 
     # -- intentions ---------------------------------------------------------------------
 
@@ -85,11 +89,14 @@ class PollIntentionRegistry:
         key = intention.grouping_key()
         with self._lock:
             if self._closed:
+                self._rejected += 1
                 raise RegistryClosed()
             if intention.request_id in self._intentions:
                 raise ValueError(f"request id {intention.request_id!r} already registered")
             if len(self._intentions) >= self.capacity:
+                self._rejected += 1
                 raise RegistryFull(self.capacity)
+            self._registered += 1
             now = self._clock()
             group = self._groups.get(key)
             if group is None:
@@ -305,6 +312,8 @@ class PollIntentionRegistry:
                 backoff_states=len(self._groups),
                 capacity=self.capacity,
                 groups_per_shard=tuple(len(active) for active in self._active),
+                registered=self._registered,
+                rejected=self._rejected,
             )
 
     # -- internals (lock held) ----------------------------------------------------------

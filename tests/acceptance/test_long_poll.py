@@ -212,3 +212,21 @@ def test_sigterm_answers_waiters_and_exits(migrated_dsn: str) -> None:
         w.join(5)
         assert w.response is not None and w.response.status_code == 204
         assert w.answered_at - stopped_at < 1.5, "waiters answered within about a second"
+
+
+def test_full_registry_answers_503_with_retry_after(migrated_dsn: str) -> None:
+    with ServerProcess(migrated_dsn, workers=1, MAX_POLL_INTENTIONS="2") as srv:
+        q = qname()
+        waiters = [Waiter(srv.url, q, timeout_ms=3000) for _ in range(2)]
+        for w in waiters:
+            w.start()
+        wait_registered(srv.url, 2)
+        r = httpx.get(f"{srv.url}/api/v1/pop/queue/{q}", params={"wait": "true", "timeout": "3000"})
+        assert r.status_code == 503
+        assert r.headers["retry-after"] == "1"
+        assert "long polls" in r.json()["error"]
+        registry = httpx.get(f"{srv.url}/metrics").json()["longPolling"]["registry"]
+        assert registry["rejected"] == 1
+        for w in waiters:
+            w.join(10)
+            assert w.response is not None and w.response.status_code == 204

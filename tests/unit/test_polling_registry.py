@@ -51,6 +51,8 @@ def test_full_registry_raises_and_keeps_everything(clock: ManualClock) -> None:
     registry.remove("a")
     registry.register(make_intention("c", queue="q"))
     assert [it.request_id for it in registry.intentions_for("q:*:__QUEUE_MODE__")] == ["b", "c"]
+    stats = registry.stats()
+    assert (stats.registered, stats.rejected) == (3, 1)
 
 
 def test_closed_registry_refuses_and_drain_empties(registry: PollIntentionRegistry) -> None:
