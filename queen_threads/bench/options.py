@@ -14,6 +14,7 @@ class Sizes:
     warmup_s: float = 2.0
     duration_s: float = 10.0
     push_batch: int = 1000
+    push_partitions: int = 1  # (a)/(b): connection i pushes to partition i % n ("Default" if 1)
     push_clients: tuple[int, ...] = (1, 4)
     single_connections: tuple[int, ...] = (16, 64)
     consume_messages: int = 20_000
@@ -129,6 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idle-polls", type=_positive_int, help="long polls held in (e)")
     p.add_argument("--idle-queues", type=_positive_int, help="queues the (e) polls spread over")
     p.add_argument("--idle-hold", type=_positive_float, help="seconds the (e) polls wait")
+    p.add_argument(
+        "--push-partitions",
+        type=_positive_int,
+        help="(a)/(b): spread the connections over this many partitions (default 1: Default)",
+    )
     p.add_argument("--latency-reps", type=_positive_int, help="repetitions of (d)")
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
@@ -182,6 +188,7 @@ def parse_args(argv: list[str]) -> Options:
         ("idle_queues", "idle_queues"),
         ("idle_hold", "idle_hold_s"),
         ("latency_reps", "latency_reps"),
+        ("push_partitions", "push_partitions"),
     ):
         value = getattr(ns, flag)
         if value is not None:

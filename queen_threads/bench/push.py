@@ -20,11 +20,14 @@ async def push_for(
     latencies: list[float] = []
     seq = 0
 
-    async def worker(conn: Connection) -> tuple[int, float]:
+    parts = ctx.sizes.push_partitions
+
+    async def worker(index: int, conn: Connection) -> tuple[int, float]:
         nonlocal seq
         pushed, last = 0, started
+        partition = "Default" if parts == 1 else f"p{index % parts}"
         while now() < end:
-            body = ctx.push_body(queue, "Default", seq, batch)
+            body = ctx.push_body(queue, partition, seq, batch)
             seq += batch
             raw = conn.render("POST", "/api/v1/push", body)
             sent = now()
@@ -35,7 +38,7 @@ async def push_for(
             pushed += batch
         return pushed, last
 
-    done = await asyncio.gather(*(worker(c) for c in conns))
+    done = await asyncio.gather(*(worker(i, c) for i, c in enumerate(conns)))
     elapsed = max(last for _, last in done) - started
     messages = sum(n for n, _ in done)
     return {
@@ -63,12 +66,19 @@ async def push_throughput(
     return result, cpu
 
 
+def _partitions(sizes: Sizes) -> str:
+    return f", {sizes.push_partitions} partitions" if sizes.push_partitions > 1 else ""
+
+
 def batched_figures(sizes: Sizes) -> list[Figure]:
     return [
-        Figure(f"clients_{n}", f"{sizes.push_batch} msg/request, {n} client{'s' * (n > 1)}",
-               "msg/s")
+        Figure(
+            f"clients_{n}",
+            f"{sizes.push_batch} msg/request, {n} client{'s' * (n > 1)}{_partitions(sizes)}",
+            "msg/s",
+        )
         for n in sizes.push_clients
-    ]  # fmt: skip
+    ]
 
 
 async def batched(ctx: Context, run: int) -> RunResult:
@@ -85,7 +95,7 @@ async def batched(ctx: Context, run: int) -> RunResult:
 
 def single_figures(sizes: Sizes) -> list[Figure]:
     return [
-        Figure(f"connections_{n}", f"1 msg/request, {n} connections", "req/s")
+        Figure(f"connections_{n}", f"1 msg/request, {n} connections{_partitions(sizes)}", "req/s")
         for n in sizes.single_connections
     ]
 

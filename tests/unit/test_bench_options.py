@@ -58,6 +58,8 @@ def test_overrides_apply_on_top_of_quick() -> None:
         2, 500, 1.5, 7, 5.0, 3,
     )  # fmt: skip
     assert s.consume_messages == QUICK.consume_messages
+    assert s.push_partitions == 1
+    assert parse_args(["--push-partitions", "16"]).sizes.push_partitions == 16
 
 
 @pytest.mark.parametrize("bad", [["--runs", "0"], ["--duration", "-1"], ["--workers", "0"]])
