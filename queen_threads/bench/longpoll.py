@@ -88,7 +88,7 @@ async def wake_latency(ctx: Context, run: int) -> RunResult:
 
 
 def idle_figures(sizes: Sizes) -> list[Figure]:
-    n = f"{sizes.idle_polls:,} polls"
+    n = f"{sizes.idle_polls:,} polls on {sizes.idle_queues:,} queues"
     return [
         Figure("rss_growth_mb", f"{n}: server RSS growth", "MB"),
         Figure("server_cpu", f"{n}: server CPU while idle", "% of a core"),
