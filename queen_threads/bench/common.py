@@ -86,6 +86,7 @@ class Context:
         self.profile_label: str | None = None
         self.profiles: dict[str, dict[str, Any]] = {}
         self.pg_waits: dict[str, dict[str, Any]] = {}
+        self.rss_baseline_kb = 0  # server RSS before the first (e) run
 
     # names and bodies -------------------------------------------------------------------
     def queue(self, scenario: str, label: str) -> str:
