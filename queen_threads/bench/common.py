@@ -145,11 +145,35 @@ class Context:
                 waits = await asyncio.to_thread(sampler.stop)
                 self.pg_waits[label] = waits
                 busiest = ", ".join(f"{w} {n}" for w, n in list(waits["by_wait"].items())[:4])
-                log(f"{label}: postgres backends busy {waits['avg_active_backends']} ({busiest})")
+                extra = (
+                    f", {waits['checkpoints']} checkpoint(s)" if waits.get("checkpoints") else ""
+                )
+                scans = waits.get("table_scans") or []
+                if scans and scans[0]["seq_rows_read"] > 100_000:
+                    top = scans[0]
+                    extra += (
+                        f"; {top['table']}: {top['seq_scans']} seq scans read "
+                        f"{top['seq_rows_read']:,} rows"
+                    )
+                log(
+                    f"{label}: postgres backends busy {waits['avg_active_backends']} "
+                    f"({busiest}){extra}"
+                )
             if profiler is not None:
                 self.profiles[f"{self.profile_label}-{label}"] = await asyncio.to_thread(
                     profiler.stop
                 )
+
+
+async def worker_spread(conns: list[Connection]) -> list[int]:
+    """How many of `conns` each server worker process serves (from /health's worker_id),
+    largest first: gunicorn workers accept connections as they come, unevenly."""
+    counts: dict[Any, int] = {}
+    for conn in conns:
+        response = await conn.request("GET", "/health")
+        worker = response.json().get("worker_id") if response.status == 200 else None
+        counts[worker] = counts.get(worker, 0) + 1
+    return sorted(counts.values(), reverse=True)
 
 
 def expect(response: Response, status: int | tuple[int, ...], what: str) -> Response:

@@ -13,22 +13,49 @@ import time
 from collections import Counter
 from typing import Any
 
+# Client backends that are not idle, and background processes (autovacuum, checkpointer,
+# WAL writer...) that are not sleeping in their main loop (wait event type Activity).
 SAMPLE_SQL = """
-SELECT state,
+SELECT CASE WHEN backend_type = 'client backend' THEN state ELSE backend_type END,
        coalesce(wait_event_type || ':' || wait_event, 'CPU') AS waiting,
-       left(regexp_replace(query, '\\s+', ' ', 'g'), 60) AS query,
+       left(regexp_replace(coalesce(query, ''), '\\s+', ' ', 'g'), 60) AS query,
        count(*)
   FROM pg_stat_activity
- WHERE backend_type = 'client backend'
-   AND pid <> pg_backend_pid()
-   AND state NOT IN ('idle')
-   AND query NOT LIKE 'LISTEN%'
+ WHERE pid <> pg_backend_pid()
+   AND CASE WHEN backend_type = 'client backend'
+            THEN state <> 'idle' AND query NOT LIKE 'LISTEN%'
+            ELSE wait_event_type IS DISTINCT FROM 'Activity' END
  GROUP BY 1, 2, 3
 """
+CHECKPOINTS_SQL = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
+# Sequential vs index scans per table: a plan that scans a growing table shows up here.
+SCANS_SQL = """
+SELECT schemaname || '.' || relname, seq_scan, seq_tup_read, coalesce(idx_scan, 0),
+       n_live_tup, autoanalyze_count + analyze_count
+  FROM pg_stat_user_tables
+"""
+
+Scans = dict[str, tuple[int, ...]]
+
+
+def scan_deltas(before: Scans, after: Scans, top: int = 5) -> list[dict[str, Any]]:
+    """Tables by rows read sequentially between two SCANS_SQL snapshots."""
+    rows: list[tuple[int, int, str, int, int, bool]] = []
+    for table, now in after.items():
+        old = before.get(table, (0, 0, 0, 0, 0))
+        seq, read, idx = now[0] - old[0], now[1] - old[1], now[2] - old[2]
+        if seq or read or idx:
+            rows.append((read, idx, table, seq, now[3], now[4] > old[4]))
+    rows.sort(key=lambda r: (-r[0], -r[1], r[2]))
+    return [
+        {"table": table, "seq_scans": seq, "seq_rows_read": read, "idx_scans": idx,
+         "live_rows": live, "analyzed": analyzed}
+        for read, idx, table, seq, live, analyzed in rows[:top]
+    ]  # fmt: skip
 
 
 def summarise(counts: Counter[tuple[str, str, str]], samples: int, top: int = 10) -> dict[str, Any]:
-    """Average backends per (state, wait, statement), busiest first."""
+    """Average backends per (state or background process, wait, statement), busiest first."""
     if samples == 0:
         return {"samples": 0, "avg_active_backends": 0.0, "by_wait": {}, "top": []}
     total = sum(counts.values())
@@ -54,6 +81,8 @@ class WaitSampler:
         self.interval_s = interval_s
         self.counts: Counter[tuple[str, str, str]] = Counter()
         self.samples = 0
+        self.checkpoints = 0
+        self.scans: list[dict[str, Any]] = []
         self.error: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pg-wait-sampler", daemon=True)
@@ -72,6 +101,10 @@ class WaitSampler:
             return
         try:
             with conn.cursor() as cur:
+                cur.execute(CHECKPOINTS_SQL)
+                row = cur.fetchone()
+                first = int(row[0]) if row else 0
+                scans_before = self._scans(cur)
                 while not self._stop.is_set():
                     started = time.monotonic()
                     cur.execute(SAMPLE_SQL)
@@ -79,15 +112,27 @@ class WaitSampler:
                         self.counts[(state, waiting, query)] += int(n)
                     self.samples += 1
                     self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+                cur.execute(CHECKPOINTS_SQL)
+                row = cur.fetchone()
+                self.checkpoints = (int(row[0]) if row else 0) - first
+                cur.execute("SELECT pg_stat_clear_snapshot()")
+                self.scans = scan_deltas(scans_before, self._scans(cur))
         except Exception as exc:
             self.error = str(exc)
         finally:
             conn.close()
 
+    @staticmethod
+    def _scans(cur: Any) -> Scans:
+        cur.execute(SCANS_SQL)
+        return {str(r[0]): tuple(int(x or 0) for x in r[1:]) for r in cur.fetchall()}
+
     def stop(self) -> dict[str, Any]:
         self._stop.set()
         self._thread.join(10)
         out = summarise(self.counts, self.samples)
+        out["checkpoints"] = self.checkpoints
+        out["table_scans"] = self.scans
         if self.error:
             out["error"] = self.error
         return out

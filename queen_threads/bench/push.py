@@ -5,7 +5,15 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from queen_threads.bench.common import Context, Figure, RunResult, check_pushed, log, now
+from queen_threads.bench.common import (
+    Context,
+    Figure,
+    RunResult,
+    check_pushed,
+    log,
+    now,
+    worker_spread,
+)
 from queen_threads.bench.httpclient import Connection, close_all
 from queen_threads.bench.options import Sizes
 from queen_threads.bench.stats import percentile, rate
@@ -58,11 +66,13 @@ async def push_throughput(
     queue = ctx.queue(scenario, label)
     conns = await ctx.connect(connections)
     try:
+        spread = await worker_spread(conns)
         await push_for(ctx, conns, queue, batch, ctx.sizes.warmup_s)
         async with ctx.measure(f"{scenario}-{label}") as cpu:
             result = await push_for(ctx, conns, queue, batch, ctx.sizes.duration_s)
     finally:
         await close_all(conns)
+    result["connections_per_worker"] = spread
     return result, cpu
 
 
@@ -89,7 +99,10 @@ async def batched(ctx: Context, run: int) -> RunResult:
         result.figures[key] = stats["msg_per_s"]
         result.cpu[key] = cpu
         result.extra[key] = stats
-        log(f"(a) run {run + 1}: {n} client(s): {stats['msg_per_s']:,.0f} msg/s, cpu {cpu}")
+        log(
+            f"(a) run {run + 1}: {n} client(s): {stats['msg_per_s']:,.0f} msg/s "
+            f"(connections per worker {stats['connections_per_worker']}), cpu {cpu}"
+        )
     return result
 
 
@@ -108,5 +121,8 @@ async def single(ctx: Context, run: int) -> RunResult:
         result.figures[key] = stats["req_per_s"]
         result.cpu[key] = cpu
         result.extra[key] = stats
-        log(f"(b) run {run + 1}: {n} connections: {stats['req_per_s']:,.0f} req/s, cpu {cpu}")
+        log(
+            f"(b) run {run + 1}: {n} connections: {stats['req_per_s']:,.0f} req/s "
+            f"(connections per worker {stats['connections_per_worker']}), cpu {cpu}"
+        )
     return result

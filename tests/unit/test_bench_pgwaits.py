@@ -36,3 +36,21 @@ def test_no_samples() -> None:
         "by_wait": {},
         "top": [],
     }
+
+
+def test_scan_deltas_rank_tables_by_rows_read_sequentially() -> None:
+    from queen_threads.bench.pgwaits import scan_deltas
+
+    before = {"queen.messages": (10, 1000, 0, 500, 0), "queen.queues": (5, 5, 9, 1, 0)}
+    after = {
+        "queen.messages": (110, 50_001_000, 0, 600_000, 1),
+        "queen.queues": (5, 5, 19, 1, 0),
+        "queen.idle": (0, 0, 0, 0, 0),
+    }
+    out = scan_deltas(before, after)
+    assert out == [
+        {"table": "queen.messages", "seq_scans": 100, "seq_rows_read": 50_000_000,
+         "idx_scans": 0, "live_rows": 600_000, "analyzed": True},
+        {"table": "queen.queues", "seq_scans": 0, "seq_rows_read": 0, "idx_scans": 10,
+         "live_rows": 1, "analyzed": False},
+    ]  # fmt: skip
