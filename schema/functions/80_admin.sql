@@ -282,20 +282,26 @@ LANGUAGE sql STABLE AS $$
            ) s
 $$;
 
--- Message counts of one partition as queue mode sees them: pending (not delivered),
--- processing (in a live lease, not acked yet), completed (consumed or dead-lettered).
+DROP FUNCTION IF EXISTS queen._partition_stats(uuid);
+-- Message counts of one partition as queue mode sees them (admin listings, status routes
+-- and metrics): total; pending = beyond the cursor, not acked out of order, not in a live
+-- lease; processing = in the live lease's batch, not acked yet; completed = consumed or
+-- dead-lettered (total - pending - processing); oldest_pending = creation time of the
+-- first message beyond the cursor.
 CREATE OR REPLACE FUNCTION queen._partition_stats(p_pid uuid)
-RETURNS TABLE (total bigint, pending bigint, processing bigint, completed bigint)
+RETURNS TABLE (total bigint, pending bigint, processing bigint, completed bigint,
+               oldest_pending timestamptz)
 LANGUAGE sql STABLE AS $$
     SELECT t.n,
            greatest(b.n - a.acked - a.leased, 0),
            a.leased,
-           t.n - greatest(b.n - a.acked, 0)
+           t.n - greatest(b.n - a.acked, 0),
+           b.oldest
       FROM (SELECT count(*) AS n FROM queen.messages m0 WHERE m0.partition_id = p_pid) t
       LEFT JOIN queen.partition_consumers pc
              ON pc.partition_id = p_pid AND pc.consumer_group = '__QUEUE_MODE__'
      CROSS JOIN LATERAL (
-            SELECT count(*) AS n
+            SELECT count(*) AS n, min(m.created_at) AS oldest
               FROM queen.messages m
              WHERE m.partition_id = p_pid
                AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),

@@ -112,7 +112,7 @@ WITH fq AS MATERIALIZED (
     SELECT coalesce(sum(c.total), 0) AS total, coalesce(sum(c.pending), 0) AS pending,
            coalesce(sum(c.processing), 0) AS processing,
            coalesce(sum(c.completed), 0) AS completed, min(c.oldest_pending) AS oldest
-      FROM fp CROSS JOIN LATERAL queen._ops_partition_counts(fp.id) c
+      FROM fp CROSS JOIN LATERAL queen._partition_stats(fp.id) c
 ), dlq AS MATERIALIZED (
     SELECT d.partition_id, d.error_message, d.failed_at
       FROM queen.dead_letter_queue d JOIN fp ON fp.id = d.partition_id
@@ -228,7 +228,7 @@ WITH fq AS MATERIALIZED (
                       JOIN queen.partitions lp ON lp.id = pc.partition_id
                      WHERE lp.queue_id = pg.id AND pc.lease_expires_at > now()) AS leases
               FROM queen.partitions p
-             CROSS JOIN LATERAL queen._ops_partition_counts(p.id) c
+             CROSS JOIN LATERAL queen._partition_stats(p.id) c
              CROSS JOIN LATERAL (
                     SELECT count(*) AS n FROM queen.messages m
                      WHERE m.partition_id = p.id
@@ -256,7 +256,7 @@ WITH q AS MATERIALIZED (
                AND m.created_at < %(to_ts)s::timestamptz) AS ingested
       FROM queen.partitions p
       JOIN q ON q.id = p.queue_id
-     CROSS JOIN LATERAL queen._ops_partition_counts(p.id) c
+     CROSS JOIN LATERAL queen._partition_stats(p.id) c
 ), cons AS MATERIALIZED (
     SELECT pc.partition_id, pc.consumer_group, pc.last_consumed_at, pc.lease_expires_at,
            pc.last_consumed_created_at, pc.total_messages_consumed,
@@ -369,7 +369,7 @@ WITH counts AS (
     SELECT coalesce(sum(c.total), 0) AS total, coalesce(sum(c.pending), 0) AS pending,
            coalesce(sum(c.processing), 0) AS processing,
            coalesce(sum(c.completed), 0) AS completed, min(c.oldest_pending) AS oldest
-      FROM queen.partitions p CROSS JOIN LATERAL queen._ops_partition_counts(p.id) c
+      FROM queen.partitions p CROSS JOIN LATERAL queen._partition_stats(p.id) c
 ), groups AS (
     SELECT consumer_group FROM queen.partition_consumers
     UNION
