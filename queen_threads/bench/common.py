@@ -134,7 +134,9 @@ class Context:
         if self.profile_label is not None:
             out = Path(self.options.profile_dir)
             name = f"{self.profile_label}-{label}"
-            profiler = Profiler(out, name, self.worker_pids()).start()
+            profiler = Profiler(
+                out, name, self.worker_pids(), native=self.options.profile_native
+            ).start()
             await asyncio.sleep(0.3)  # let py-spy attach before the window's load
         result: dict[str, float | None] = {}
         try:

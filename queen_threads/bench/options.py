@@ -62,6 +62,7 @@ class Options:
     server_log_level: str
     profile: tuple[str, ...]
     profile_dir: str
+    profile_native: bool
     quiet_wait_s: float
     quiet_limit: float
     keep: bool
@@ -161,6 +162,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--profile-dir", default="bench-profiles", help="where py-spy output goes")
     p.add_argument(
+        "--profile-native",
+        action="store_true",
+        help="py-spy --native: C frames and syscalls too (pauses the workers, heavy)",
+    )
+    p.add_argument(
         "--quiet-wait",
         type=float,
         help="before each run, wait up to this many seconds for other processes on the machine"
@@ -211,6 +217,7 @@ def parse_args(argv: list[str]) -> Options:
         server_log_level=ns.server_log_level,
         profile=ns.profile,
         profile_dir=ns.profile_dir,
+        profile_native=ns.profile_native,
         quiet_wait_s=ns.quiet_wait if ns.quiet_wait is not None else (0.0 if ns.quick else 60.0),
         quiet_limit=ns.quiet_limit,
         keep=ns.keep,

@@ -166,6 +166,10 @@ class CpuWindow:
         sample: dict[str, int | None] = {
             name: (tree_ticks(pid, table) if pid else None) for name, pid in self.roots.items()
         }
+        for name, pid in self.roots.items():
+            # each direct child's own tree (a gunicorn worker, a PostgreSQL backend)
+            for child in (s.pid for s in table.values() if pid and s.ppid == pid):
+                sample[f"{name}_child_{child}"] = tree_ticks(child, table)
         own = table.get(os.getpid())
         sample["loadgen"] = own.ticks if own else None
         sample["machine"] = machine_ticks()[0]
@@ -180,13 +184,21 @@ class CpuWindow:
         """% of one core per name (machine: busy % summed over all cores)."""
         after = self._sample()
         elapsed = time.monotonic() - self.started
+        busiest: dict[str, float] = {}
         for name, end in after.items():
             begin = self.before.get(name)
-            if begin is None or end is None or elapsed <= 0:
-                self.result[name] = None
-            else:
-                self.result[name] = round((end - begin) / CLK_TCK / elapsed * 100, 1)
+            pct = None
+            if begin is not None and end is not None and elapsed > 0:
+                pct = round((end - begin) / CLK_TCK / elapsed * 100, 1)
+            if "_child_" in name:
+                root = name.split("_child_")[0]
+                if pct is not None and pct > busiest.get(root, -1.0):
+                    busiest[root] = pct
+                continue
+            self.result[name] = pct
         self.result["other"] = other_cpu(self.result)
+        for root, pct in busiest.items():
+            self.result[f"{root}_busiest"] = pct  # the busiest worker / backend
         self.result["seconds"] = round(elapsed, 3)
         return self.result
 
@@ -196,5 +208,9 @@ def other_cpu(result: dict[str, float | None]) -> float | None:
     busy = result.get("machine")
     if busy is None:
         return None
-    ours = sum(v or 0.0 for k, v in result.items() if k not in ("machine", "other", "seconds"))
+    ours = sum(
+        v or 0.0
+        for k, v in result.items()
+        if k not in ("machine", "other", "seconds") and not k.endswith("_busiest")
+    )
     return round(max(0.0, busy - ours), 1)

@@ -93,11 +93,14 @@ def summarise(stacks: Iterable[tuple[list[str], int]], top: int = 30) -> Profile
 class Profiler:
     """py-spy on each given pid from start() until stop() (SIGINT makes it write its file)."""
 
-    def __init__(self, out_dir: Path, label: str, pids: list[int], rate: int = 250) -> None:
+    def __init__(
+        self, out_dir: Path, label: str, pids: list[int], rate: int = 100, native: bool = False
+    ) -> None:
         self.out_dir = out_dir
         self.label = label
         self.pids = pids
         self.rate = rate
+        self.native = native
         self.procs: list[tuple[int, Path, subprocess.Popen[bytes]]] = []
 
     def start(self) -> Profiler:
@@ -107,9 +110,12 @@ class Profiler:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for pid in self.pids:
             out = self.out_dir / f"{self.label}-{pid}.txt"
+            # Python frames only, without pausing the worker: light enough to leave the
+            # workload as it is. --native (C frames, syscalls) pauses and costs a lot more.
+            mode = ["--native"] if self.native else ["--nonblocking"]
             proc = subprocess.Popen(
                 [exe, "record", "--pid", str(pid), "--rate", str(self.rate), "--format", "raw",
-                 "--native", "--output", str(out)],
+                 *mode, "--output", str(out)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             )  # fmt: skip
             self.procs.append((pid, out, proc))

@@ -71,6 +71,7 @@ class CpuRow:
     scenario: str
     figure: str
     server: float | None
+    server_busiest: float | None
     postgres: float | None
     loadgen: float | None
     other: float | None
@@ -84,12 +85,21 @@ def _pct(value: float | None) -> str:
 
 def cpu_table(rows: Sequence[CpuRow]) -> str:
     lines = [
-        [r.scenario, r.figure, _pct(r.server), _pct(r.postgres), _pct(r.loadgen), _pct(r.other),
-         f"{_pct(r.machine)} of {r.cores * 100}%"]
+        [r.scenario, r.figure, _pct(r.server), _pct(r.server_busiest), _pct(r.postgres),
+         _pct(r.loadgen), _pct(r.other), f"{_pct(r.machine)} of {r.cores * 100}%"]
         for r in rows
     ]  # fmt: skip
     return table(
-        ["scenario", "figure", "server", "postgres", "load generator", "other", "machine busy"],
+        [
+            "scenario",
+            "figure",
+            "server",
+            "busiest server worker",
+            "postgres",
+            "load generator",
+            "other",
+            "machine busy",
+        ],
         lines,
-        (2, 3, 4, 5, 6),
+        (2, 3, 4, 5, 6, 7),
     )

@@ -117,7 +117,7 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
     for o in outcomes:
         seen: set[tuple[float | None, ...]] = set()
         for f in SCENARIOS[o.letter].figures(ctx.sizes):
-            names = ("server", "postgres", "loadgen", "other", "machine")
+            names = ("server", "server_busiest", "postgres", "loadgen", "other", "machine")
             values = tuple(o.cpu_median(f.key, n) for n in names)
             if all(v is None for v in values) or values in seen:
                 continue  # figures sharing one window ((d), (e)) show it once
@@ -125,8 +125,9 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
             label = f.label if len(SCENARIOS[o.letter].figures(ctx.sizes)) > 1 else "-"
             if o.letter in ("d", "e"):
                 label = "measured window"
-            server, postgres, loadgen, other, busy = values
+            server, busiest, postgres, loadgen, other, machine = values
             out.append(
-                CpuRow(f"({o.letter})", label, server, postgres, loadgen, other, busy, cores)
-            )
+                CpuRow(f"({o.letter})", label, server, busiest, postgres, loadgen, other,
+                       machine, cores)
+            )  # fmt: skip
     return out

@@ -83,3 +83,21 @@ def test_other_cpu_is_machine_minus_watched() -> None:
     assert other_cpu(result) == 50.0  # type: ignore[arg-type]
     assert other_cpu({"server": 10.0, "machine": 5.0}) == 0.0
     assert other_cpu({"server": None, "machine": None}) is None
+
+
+def test_other_cpu_ignores_busiest_child_figures() -> None:
+    result = {"server": 100.0, "server_busiest": 90.0, "machine": 150.0}
+    assert other_cpu(result) == 50.0  # type: ignore[arg-type]
+
+
+def test_cpu_window_reports_the_busiest_child_of_a_tree() -> None:
+    import time as _time
+
+    from queen_threads.bench.procstat import CpuWindow
+
+    window = CpuWindow({"server": os.getppid()}).start()
+    _time.sleep(0.05)
+    result = window.stop()
+    assert result["seconds"] is not None and result["seconds"] > 0
+    assert "server_busiest" in result  # this test process is a child of its parent
+    assert result["loadgen"] is not None

@@ -35,7 +35,9 @@ def test_failed_scenario_shows_the_error_escaped() -> None:
 
 
 def test_cpu_table() -> None:
-    row = CpuRow("(b)", "64 connections", 95.0, 80.4, 12.0, 3.0, 190.2, 2)
-    lines = cpu_table([row, CpuRow("(e)", "-", None, 1.0, 0.0, None, 5.0, 2)]).splitlines()
-    assert lines[2] == "| (b) | 64 connections | 95% | 80% | 12% | 3% | 190% of 200% |"
-    assert lines[3] == "| (e) | - | n/a | 1% | 0% | n/a | 5% of 200% |"
+    row = CpuRow("(b)", "64 connections", 95.0, 70.0, 80.4, 12.0, 3.0, 190.2, 2)
+    other = CpuRow("(e)", "-", None, None, 1.0, 0.0, None, 5.0, 2)
+    lines = cpu_table([row, other]).splitlines()
+    assert lines[0].startswith("| scenario | figure | server | busiest server worker | postgres")
+    assert lines[2] == "| (b) | 64 connections | 95% | 70% | 80% | 12% | 3% | 190% of 200% |"
+    assert lines[3] == "| (e) | - | n/a | n/a | 1% | 0% | n/a | 5% of 200% |"
