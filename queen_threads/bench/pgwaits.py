@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 # Client backends that are not idle, and background processes (autovacuum, checkpointer,
-# WAL writer...) that are not sleeping in their main loop (wait event type Activity).
+# WAL writer...) that are not sleeping (in their main loop: Activity; throttled: Timeout).
 SAMPLE_SQL = """
 SELECT CASE WHEN backend_type = 'client backend' THEN state ELSE backend_type END,
        coalesce(wait_event_type || ':' || wait_event, 'CPU') AS waiting,
@@ -24,7 +24,7 @@ SELECT CASE WHEN backend_type = 'client backend' THEN state ELSE backend_type EN
  WHERE pid <> pg_backend_pid()
    AND CASE WHEN backend_type = 'client backend'
             THEN state <> 'idle' AND query NOT LIKE 'LISTEN%'
-            ELSE wait_event_type IS DISTINCT FROM 'Activity' END
+            ELSE coalesce(wait_event_type, '') NOT IN ('Activity', 'Timeout') END
  GROUP BY 1, 2, 3
 """
 CHECKPOINTS_SQL = "SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter"
