@@ -11,16 +11,22 @@ from typing import Any
 def client_gone(environ: dict[str, Any]) -> bool:
     """True when the client closed its connection (readable socket with nothing to read).
 
-    Works with gunicorn's workers, which put the connection in `gunicorn.socket`.
-    A pipelined next request also makes the socket readable; that is not 'gone'.
+    Works with gunicorn's workers, which put the connection in `gunicorn.socket`. Uses
+    poll(), not select(): select() cannot watch descriptors >= 1024, and a worker holding
+    thousands of long polls has many. A pipelined next request also makes the socket
+    readable; that is not 'gone'.
     """
     sock = environ.get("gunicorn.socket")
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
-        if not readable:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP)
+        events = poller.poll(0)
+        if not events:
             return False
+        if events[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
+            return True
         return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
     except BlockingIOError:
         return False

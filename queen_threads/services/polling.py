@@ -48,7 +48,7 @@ class PollingService:
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
         )
         self.longpoll = LongPollService(
-            self.registry, self.pool, self.responses, self.popper, check_every_s=0.5
+            self.registry, self.pool, self.responses, self.popper, check_every_s=1.0
         )
 
     def start(self) -> None:
