@@ -1,8 +1,10 @@
 """Group commit for pushes: concurrent push requests of one process share a database call.
 
-There is no timer: a lone request is sent at once. While a call is in flight, requests
-that arrive queue up and go together in the next call (led by the oldest of them), so
-under load many small pushes cost one commit, and a 201 still means committed. The
+There is no timer: a lone request is sent at once. While `max_concurrent` calls are in
+flight, requests that arrive queue up and go together in the next call (led by the oldest
+of them), so under load many small pushes cost one commit, and a 201 still means
+committed. Two calls in flight (the default) keep large pushes of several clients
+running in parallel while small ones are still combined. The
 items of one request always travel in one call, so each request stays atomic; if a
 combined call fails for a reason other than the database being unavailable, each request
 is retried alone so that one request's bad data cannot fail the others.
@@ -34,11 +36,12 @@ class _Ticket:
 class PushBatcher:
     """Combines the pushes of concurrent requests; `push()` blocks until committed."""
 
-    def __init__(self, push_fn: PushFn, max_items: int = 5000) -> None:
+    def __init__(self, push_fn: PushFn, max_items: int = 5000, max_concurrent: int = 2) -> None:
         self._push_fn = push_fn
         self._max_items = max_items
+        self._max_concurrent = max_concurrent
         self._pending: deque[_Ticket] = deque()
-        self._busy = False
+        self._leaders = 0
         self._cond = threading.Condition(threading.Lock())
         self.calls = 0
         self.requests = 0
@@ -47,37 +50,44 @@ class PushBatcher:
         ticket = _Ticket(items)
         with self._cond:
             self._pending.append(ticket)
-            if not self._busy:
-                self._busy = ticket.lead = True
+            if self._leaders < self._max_concurrent:
+                self._leaders += 1
+                ticket.lead = True
             while not ticket.lead and ticket.results is None and ticket.error is None:
                 self._cond.wait()
         if ticket.lead:
-            self._lead()
+            self._lead(ticket)
         if ticket.error is not None:
             raise ticket.error
         assert ticket.results is not None
         return ticket.results
 
-    def _take(self) -> list[_Ticket]:
-        batch = [self._pending.popleft()]
-        count = len(batch[0].items)
-        while self._pending and count + len(self._pending[0].items) <= self._max_items:
-            ticket = self._pending.popleft()
+    def _take(self, own: _Ticket) -> list[_Ticket]:
+        """The leader's own request plus the waiting ones after it that fit in one call."""
+        self._pending.remove(own)
+        batch, count = [own], len(own.items)
+        for ticket in list(self._pending):
+            if ticket.lead:
+                continue
+            if count + len(ticket.items) > self._max_items:
+                break
+            self._pending.remove(ticket)
             batch.append(ticket)
             count += len(ticket.items)
         return batch
 
-    def _lead(self) -> None:
+    def _lead(self, own: _Ticket) -> None:
         with self._cond:
-            batch = self._take()
+            batch = self._take(own)
         try:
             self._run(batch)
         finally:
             with self._cond:
-                if self._pending:
-                    self._pending[0].lead = True
+                successor = next((t for t in self._pending if not t.lead), None)
+                if successor is not None:
+                    successor.lead = True
                 else:
-                    self._busy = False
+                    self._leaders -= 1
                 self._cond.notify_all()
 
     def _run(self, batch: list[_Ticket]) -> None:

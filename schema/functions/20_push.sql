@@ -87,10 +87,15 @@ BEGIN
           LEFT JOIN queen.queues q ON q.name = i.qn
           LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
     ),
+    -- One unique-index probe per (partition, transactionId): a plan that cannot turn into
+    -- a scan of the whole table when statistics are missing or stale (cached generic plan).
     existing AS MATERIALIZED (
-        SELECT m.partition_id, m.transaction_id, m.id
+        SELECT k.pid AS partition_id, k.txn AS transaction_id, m.id
           FROM (SELECT DISTINCT pid, txn FROM mapped WHERE pid IS NOT NULL) k
-          JOIN queen.messages m ON m.partition_id = k.pid AND m.transaction_id = k.txn
+         CROSS JOIN LATERAL (
+                SELECT m0.id FROM queen.messages m0
+                 WHERE m0.partition_id = k.pid AND m0.transaction_id = k.txn
+                 LIMIT 1) m
     ),
     cand AS MATERIALIZED (
         SELECT mp.*

@@ -86,7 +86,11 @@ BEGIN
                        coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
                        nullif(e ->> 'leaseId', '') AS lease_txt
                   FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
-          LEFT JOIN queen.messages m ON m.partition_id = i.pid AND m.transaction_id = i.txn
+          -- An index probe per item, whatever the statistics say (see 20_push.sql).
+          LEFT JOIN LATERAL (
+                SELECT m0.id, m0.created_at, m0.partition_id FROM queen.messages m0
+                 WHERE m0.partition_id = i.pid AND m0.transaction_id = i.txn
+                 LIMIT 1) m ON true
           LEFT JOIN queen.partitions p ON p.id = m.partition_id
           LEFT JOIN queen.queues q ON q.id = p.queue_id
          ORDER BY (m.id IS NULL) DESC, i.pid, i.grp, m.created_at, m.id, i.idx

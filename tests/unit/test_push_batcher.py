@@ -71,7 +71,7 @@ def test_lone_request_goes_at_once() -> None:
 
 def test_requests_arriving_during_a_call_share_the_next_one() -> None:
     store = GatedStore()
-    batcher = PushBatcher(store.push)
+    batcher = PushBatcher(store.push, max_concurrent=1)
     out = run_concurrently(batcher, store, [items("a"), items("b", "c"), items("d")])
     assert store.calls[0] == ["a"]
     assert len(store.calls) == 2 and sorted(store.calls[1]) == ["b", "c", "d"]
@@ -82,7 +82,7 @@ def test_requests_arriving_during_a_call_share_the_next_one() -> None:
 
 def test_a_request_is_never_split_and_max_items_bounds_a_call() -> None:
     store = GatedStore()
-    batcher = PushBatcher(store.push, max_items=3)
+    batcher = PushBatcher(store.push, max_items=3, max_concurrent=1)
     run_concurrently(batcher, store, [items("a"), items("b", "c"), items("d", "e")])
     assert store.calls[0] == ["a"]
     assert sorted(map(tuple, store.calls[1:])) == [("b", "c"), ("d", "e")]
@@ -99,7 +99,30 @@ def test_unavailable_database_fails_every_request_of_the_call() -> None:
 def test_one_bad_request_does_not_fail_the_others() -> None:
     store = GatedStore()
     store.reject = "bad"
-    batcher = PushBatcher(store.push)
+    batcher = PushBatcher(store.push, max_concurrent=1)
     out = run_concurrently(batcher, store, [items("a"), items("bad"), items("ok")])
     assert isinstance(out[1], ValueError)
     assert [r["transactionId"] for r in out[2]] == ["ok"]
+
+
+def test_two_calls_in_flight_by_default() -> None:
+    calls_in_flight = threading.Semaphore(0)
+    release = threading.Event()
+    seen: list[list[str]] = []
+
+    def push(batch: Items) -> Items:
+        seen.append([i["tid"] for i in batch])
+        calls_in_flight.release()
+        release.wait(5)
+        return [{"transactionId": i["tid"]} for i in batch]
+
+    batcher = PushBatcher(push)
+    threads = [threading.Thread(target=batcher.push, args=(items(t),)) for t in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    assert calls_in_flight.acquire(timeout=5) and calls_in_flight.acquire(timeout=5)
+    assert len(seen) == 2 and all(len(call) == 1 for call in seen), "two leaders at once"
+    release.set()
+    for t in threads:
+        t.join(5)
+    assert sorted(x for call in seen for x in call) == ["a", "b", "c"]
