@@ -34,6 +34,36 @@ def client_gone(environ: dict[str, Any]) -> bool:
         return True
 
 
+def watch_readable(environ: dict[str, Any], nudge: Callable[[], None]) -> Callable[[], None]:
+    """Call `nudge()` (in a new greenlet) when the client's socket becomes readable, which
+    is how a disconnect shows; returns a function that stops watching. Event-driven, so a
+    parked long poll costs no CPU while it waits. A no-op outside gevent/gunicorn."""
+    sock = environ.get("gunicorn.socket")
+    if sock is None:
+        return _nothing
+    try:
+        import gevent
+    except ImportError:  # pragma: no cover - gevent is a dependency
+        return _nothing
+    watcher = gevent.get_hub().loop.io(sock.fileno(), 1)  # 1 = READ
+
+    def fire() -> None:  # runs in the hub: must not block, so hand over to a greenlet
+        watcher.stop()
+        gevent.spawn(nudge)
+
+    watcher.start(fire)
+
+    def cancel() -> None:
+        watcher.stop()
+        watcher.close()
+
+    return cancel
+
+
+def _nothing() -> None:
+    return None
+
+
 def tracked(body: bytes, on_undelivered: Callable[[], None]) -> Iterator[bytes]:
     """A response body that calls `on_undelivered` unless the server finished writing it.
 

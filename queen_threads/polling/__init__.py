@@ -10,7 +10,7 @@ from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock, ManualClock
 from .errors import PollingError, RegistryClosed, RegistryFull
 from .intention import QUEUE_MODE, WILDCARD, GroupSelector, PollIntention
-from .longpoll import NO_CONTENT, LongPollService, Waker
+from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
 from .responses import Response, ResponseQueue, ResponseQueues
@@ -43,6 +43,7 @@ __all__ = [
     "ResponseQueue",
     "ResponseQueues",
     "Waker",
+    "Watch",
     "WorkerCounters",
     "shard_of",
 ]

@@ -11,11 +11,14 @@ from .clock import Clock
 from .intention import PollIntention
 from .popper import LeaseReleaser
 from .registry import PollIntentionRegistry
-from .responses import Response, ResponseQueues
+from .responses import Response, ResponseQueue, ResponseQueues
 
 log = logging.getLogger("queen_threads.polling")
 
 NO_CONTENT = Response(204, None, ())
+
+Watch = Callable[[Callable[[], None]], Callable[[], None]]
+"""``watch(nudge) -> cancel``: call ``nudge()`` when the client may have disconnected."""
 
 
 class Waker(Protocol):
@@ -58,12 +61,17 @@ class LongPollService:
         self,
         intention: PollIntention,
         is_disconnected: Callable[[], bool] | None = None,
+        watch: Watch | None = None,
     ) -> Response | None:
         """Register ``intention`` and block until it is answered.
 
         Returns the response to write (200 or 204), or ``None`` when the client
         disconnected. Raises :class:`RegistryFull` / :class:`RegistryClosed` (answer
         503). If writing a 200 fails, pass its ``lease_ids`` to :meth:`release`.
+        ``watch(nudge)``, when given, arranges for ``nudge()`` to be called when the
+        client may have gone (its socket became readable) and returns a cancel function:
+        the disconnect check then runs on that event instead of only every
+        ``check_every_s`` seconds, so idle waiters cost nothing.
         """
         request_id = intention.request_id
         queue = self._responses.queue_for(intention.worker_id)
@@ -74,6 +82,26 @@ class LongPollService:
             queue.abandon(request_id)
             raise
         self._waker.wake((shard,), "register")
+        cancel: Callable[[], None] | None = None
+        try:
+            if watch is not None:
+                cancel = watch(lambda: queue.interrupt(request_id))
+        except BaseException:
+            self._withdraw(intention, deliverable=False)
+            raise
+        try:
+            return self._wait(intention, queue, is_disconnected)
+        finally:
+            if cancel is not None:
+                cancel()
+
+    def _wait(
+        self,
+        intention: PollIntention,
+        queue: ResponseQueue,
+        is_disconnected: Callable[[], bool] | None,
+    ) -> Response | None:
+        request_id = intention.request_id
         try:
             while True:
                 remaining = intention.deadline + self._grace_s - self._clock()

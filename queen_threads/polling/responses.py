@@ -84,9 +84,18 @@ class ResponseQueue:
         slot.event.wait(timeout)
         with self._lock:
             if slot.response is None:
+                slot.event.clear()  # an interrupt() is one-shot
                 return None
             self._slots.pop(request_id, None)
             return slot.response
+
+    def interrupt(self, request_id: str) -> None:
+        """Wake the waiter without an answer (e.g. its client may have disconnected):
+        its :meth:`wait` returns ``None`` once, so it can check and wait again."""
+        with self._lock:
+            slot = self._slots.get(request_id)
+            if slot is not None:
+                slot.event.set()
 
     def abandon(self, request_id: str) -> Response | None:
         """Close the slot; return a response posted meanwhile (release its leases)."""

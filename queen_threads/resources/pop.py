@@ -14,7 +14,7 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.errors import Unavailable
-from queen_threads.http.connection import client_gone, tracked
+from queen_threads.http.connection import client_gone, tracked, watch_readable
 from queen_threads.http.request import bool_param, int_param, media, str_param
 from queen_threads.polling import PollingError
 from queen_threads.runtime import Runtime
@@ -89,7 +89,11 @@ class Pop:
         polling = self.runtime.polling
         intention = polling.intention(request, timeout, uuid.uuid4().hex)
         try:
-            answer = polling.wait(intention, lambda: client_gone(req.env))
+            answer = polling.wait(
+                intention,
+                lambda: client_gone(req.env),
+                lambda nudge: watch_readable(req.env, nudge),
+            )
         except PollingError as exc:
             raise Unavailable(f"Server is busy with waiting long polls ({exc})", 1) from exc
         if answer is None or answer.status != 200 or not answer.body:

@@ -14,6 +14,7 @@ from queen_threads.polling import (
     PollWorkerPool,
     Response,
     ResponseQueues,
+    Watch,
 )
 from queen_threads.services.popper import DbPopper
 from queen_threads.settings import Settings
@@ -48,7 +49,7 @@ class PollingService:
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
         )
         self.longpoll = LongPollService(
-            self.registry, self.pool, self.responses, self.popper, check_every_s=1.0
+            self.registry, self.pool, self.responses, self.popper, check_every_s=10.0
         )
 
     def start(self) -> None:
@@ -77,9 +78,12 @@ class PollingService:
         )
 
     def wait(
-        self, intention: PollIntention, is_disconnected: Callable[[], bool]
+        self,
+        intention: PollIntention,
+        is_disconnected: Callable[[], bool],
+        watch: Watch | None = None,
     ) -> Response | None:
-        return self.longpoll.wait_for(intention, is_disconnected)
+        return self.longpoll.wait_for(intention, is_disconnected, watch)
 
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A push or a freed lease somewhere: wake the groups that may now get messages."""

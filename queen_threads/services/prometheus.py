@@ -422,11 +422,13 @@ class MeteredQueueStore(QueueStore):
 class MeteredPollingService(PollingService):
     """PollingService timing every long-poll wait (queen_long_poll_wait_seconds)."""
 
-    def wait(self, intention: PollIntention, is_disconnected: Any) -> Response | None:
+    def wait(
+        self, intention: PollIntention, is_disconnected: Any, watch: Any = None
+    ) -> Response | None:
         started = time.perf_counter()
         outcome = "rejected"
         try:
-            answer = super().wait(intention, is_disconnected)
+            answer = super().wait(intention, is_disconnected, watch)
             if answer is None:
                 outcome = "disconnected"
             elif answer.status == 200 and answer.body:

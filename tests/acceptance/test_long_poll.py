@@ -51,24 +51,28 @@ class Waiter(threading.Thread):
         self.answered_at = time.monotonic()
 
 
-def wait_registered(url: str, count: int, timeout: float = 5.0) -> None:
-    """Until the server reports `count` waiting intentions in total (via /metrics)."""
+def wait_registered(
+    url: str, count: int, timeout: float = 5.0, exactly: bool = False, processes: int = 1
+) -> None:
+    """Until the server reports `count` (or more) waiting intentions (via /metrics);
+    `exactly` also needs every one of `processes` worker processes to have answered."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        seen = sum_registered(url)
-        if seen >= count:
+        seen, pids = sum_registered(url)
+        if (exactly and seen == count and pids >= processes) or (not exactly and seen >= count):
             return
         time.sleep(0.02)
-    raise AssertionError(f"expected {count} waiting long polls, saw {sum_registered(url)}")
+    raise AssertionError(f"expected {count} waiting long polls, saw {sum_registered(url)[0]}")
 
 
-def sum_registered(url: str) -> int:
+def sum_registered(url: str) -> tuple[int, int]:
+    """Waiting intentions summed over the worker processes seen, and how many were seen."""
     # /metrics is answered by one worker process; ask repeatedly to see both processes.
     seen: dict[int, int] = {}
     for _ in range(8):
         body = httpx.get(f"{url}/metrics").json()
         seen[body["worker"]["pid"]] = body["longPolling"]["registry"]["intentions"]
-    return sum(seen.values())
+    return sum(seen.values()), len(seen)
 
 
 def test_long_poll_answered_when_message_pushed_later(lp_server: ServerProcess) -> None:
@@ -140,6 +144,7 @@ def test_disconnected_waiter_does_not_strand_the_message(lp_server: ServerProces
     gone = raw_long_poll(lp_server.port, f"/api/v1/pop/queue/{q}?wait=true&timeout=20000")
     wait_registered(lp_server.url, 1)
     gone.close()
+    wait_registered(lp_server.url, 0, exactly=True, processes=2)  # withdrawn at once
     # The departed client's intention is withdrawn; the next waiter gets the message now
     # (the queue's lease time is 300 s, so a stranded lease would block it for minutes).
     waiter = Waiter(lp_server.url, q, timeout_ms=8000)

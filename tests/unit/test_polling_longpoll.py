@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Iterable
 
 import pytest
@@ -119,3 +121,54 @@ def test_release_after_a_failed_write(s: Setup) -> None:
     s.service.release(("lease-1", "lease-2"))
     s.service.release(())
     assert s.popper.released == ["lease-1", "lease-2"]
+
+
+def test_watch_nudge_triggers_the_disconnect_check_at_once() -> None:
+    registry = PollIntentionRegistry(worker_count=1)
+    responses = ResponseQueues()
+    popper = InMemoryPopper()
+    service = LongPollService(
+        registry,
+        FakeWaker(),
+        responses,
+        popper,
+        check_every_s=60.0,  # no periodic check
+    )
+    nudges: list[Callable[[], None]] = []
+    cancelled = threading.Event()
+    gone = threading.Event()
+
+    def watch(nudge: Callable[[], None]) -> Callable[[], None]:
+        nudges.append(nudge)
+        return cancelled.set
+
+    now = time.monotonic()
+    intention = make_intention("r1", queue="q", created_at=now, timeout_s=30.0)
+    result: list[Response | None] = []
+    waiter = threading.Thread(
+        target=lambda: result.append(service.wait_for(intention, gone.is_set, watch))
+    )
+    waiter.start()
+    while not nudges:
+        time.sleep(0.001)
+    nudges[0]()  # readable but still connected (e.g. pipelined data): keep waiting
+    waiter.join(0.05)
+    assert waiter.is_alive()
+    gone.set()
+    nudges[0]()
+    waiter.join(2)
+    assert result == [None], "answered as disconnected within the nudge, not after 60 s"
+    assert registry.size() == 0
+    assert cancelled.is_set()
+
+
+def test_interrupt_wakes_a_waiter_once_without_an_answer() -> None:
+    queue = ResponseQueues().queue_for(0)
+    queue.open("r")
+    queue.interrupt("r")
+    assert queue.wait("r", 0) is None
+    started = time.monotonic()
+    assert queue.wait("r", 0.05) is None
+    assert time.monotonic() - started >= 0.04, "the interrupt was one-shot"
+    assert queue.post("r", 204, None, ())
+    assert queue.wait("r", 0) == Response(204, None, ())
