@@ -173,6 +173,14 @@ class PollIntentionRegistry:
                 return []
             return [self._intentions[rid] for rid in group.waiting]
 
+    def head_of(self, key: str) -> PollIntention | None:
+        """The group's oldest waiting intention (no copy of the whole group)."""
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None or not group.waiting:
+                return None
+            return self._intentions[next(iter(group.waiting))]
+
     def mark_in_flight(self, key: str) -> bool:
         """Claim ``key`` for one pop round; False if another round holds it."""
         with self._lock:

@@ -152,8 +152,8 @@ class PollWorker:
         registry = self._registry
         marked = [key for key in keys if registry.mark_in_flight(key)]
         try:
-            groups = [(key, registry.intentions_for(key)) for key in marked]
-            groups = [(key, its) for key, its in groups if its]
+            heads = [(key, registry.head_of(key)) for key in marked]
+            groups = [(key, head) for key, head in heads if head is not None]
             for start in range(0, len(groups), HEAD_BATCH):
                 if self._stopping.is_set():
                     return
@@ -162,26 +162,25 @@ class PollWorker:
             for key in marked:
                 registry.unmark_in_flight(key)
 
-    def _poll_heads(
-        self, groups: Sequence[tuple[str, Sequence[PollIntention]]], now: float
-    ) -> None:
+    def _poll_heads(self, groups: Sequence[tuple[str, PollIntention]], now: float) -> None:
         registry = self._registry
         self.counters.rounds += len(groups)
         try:
-            heads = self._popper.pop_heads([its[0] for _, its in groups])
+            results = self._popper.pop_heads([head for _, head in groups])
         except Exception:
             log.exception("poll worker %d: pop failed for %d groups", self.index, len(groups))
             self.counters.errors += 1
             for key, _ in groups:
                 registry.record_round(key, False, now)
             return
-        self.counters.pops += len(heads)
-        for (key, intentions), head in zip(groups, heads, strict=False):
-            had_messages = head.has_messages
+        self.counters.pops += len(results)
+        for (key, head), result in zip(groups, results, strict=False):
+            had_messages = result.has_messages
             if had_messages:
-                self._deliver(head)
-                if len(intentions) > 1:
-                    self._pop_rest(key, intentions[1:])
+                self._deliver(result)
+                rest = [it for it in registry.intentions_for(key) if it is not head]
+                if rest:
+                    self._pop_rest(key, rest)
             registry.record_round(key, had_messages, now)
 
     def _pop_rest(self, key: str, intentions: Sequence[PollIntention]) -> None:

@@ -76,6 +76,7 @@ FAILED_RETRY_S = 5.0  # first retry of a failed file; doubles per attempt
 FAILED_RETRY_MAX_S = 300.0
 MAX_LISTED_FILES = 100  # files named in the status (the counts cover all)
 PROBE_S = 1.0  # while unhealthy, how often a non-replaying process pings the database
+SCAN_EVERY_S = 1.0  # how often an idle process lists the buffer folders for files
 NAME_RE = re.compile(
     r"^failover-(?P<tag>[0-9a-f]{10})-(?P<ns>\d{20})-(?P<pid>\d+)-(?P<seq>\d{6})"
     r"\.buf(?P<tmp>\.tmp)?$"
@@ -447,6 +448,7 @@ class FileBuffer:
         self._failed: dict[str, FailedInfo] = {}
         self._count_cache: dict[str, tuple[int, int, int]] = {}
         self._last_probe = 0.0
+        self._next_scan = 0.0  # folder listings are throttled while nothing is buffered
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -500,6 +502,13 @@ class FileBuffer:
         return self.replay_once()
 
     def _has_files(self) -> bool:
+        """Any buffer file of this database? Lists the folders at most once a second
+        (files of other or dead processes are found within that); this process's own
+        writes make the next tick look at once."""
+        now = time.monotonic()
+        if now < self._next_scan:
+            return False
+        self._next_scan = now + SCAN_EVERY_S
         prefix = f"failover-{self.tag}-"
         for folder in (self.directory, self.failed_dir):
             try:
@@ -546,6 +555,7 @@ class FileBuffer:
             ) from exc
         self.writable = True
         self.buffered += len(events)
+        self._next_scan = 0.0
         return [
             {
                 "index": i,
