@@ -464,17 +464,7 @@ SELECT (jsonb_build_object(
             'task', q.task,
             'createdAt', queen._iso_ms(q.created_at),
             'updatedAt', queen._iso_ms(q.updated_at),
-            'options', jsonb_build_object(
-                'leaseTime', q.lease_time, 'retryLimit', q.retry_limit,
-                'retryDelay', q.retry_delay, 'ttl', q.ttl, 'maxSize', q.max_queue_size,
-                'priority', q.priority, 'deadLetterQueue', q.dead_letter_queue,
-                'dlqAfterMaxRetries', q.dlq_after_max_retries,
-                'delayedProcessing', q.delayed_processing, 'windowBuffer', q.window_buffer,
-                'retentionSeconds', q.retention_seconds,
-                'completedRetentionSeconds', q.completed_retention_seconds,
-                'retentionEnabled', q.retention_enabled,
-                'encryptionEnabled', q.encryption_enabled,
-                'maxWaitTimeSeconds', q.max_wait_time_seconds),
+            'options', queen._queue_options(q),
             'partitionDetails', coalesce((
                 SELECT jsonb_agg(jsonb_build_object(
                            'id', p.id,

@@ -190,3 +190,24 @@ BEGIN
     RETURN p_pc;
 END;
 $$;
+
+-- A queue's 15 options as the API shows them (configure reply, queue detail, status).
+CREATE OR REPLACE FUNCTION queen._queue_options(q queen.queues) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object(
+        'priority', q.priority,
+        'leaseTime', q.lease_time,
+        'retryLimit', q.retry_limit,
+        'retryDelay', q.retry_delay,
+        'maxSize', q.max_queue_size,
+        'ttl', q.ttl,
+        'deadLetterQueue', q.dead_letter_queue,
+        'dlqAfterMaxRetries', q.dlq_after_max_retries,
+        'delayedProcessing', q.delayed_processing,
+        'windowBuffer', q.window_buffer,
+        'retentionSeconds', q.retention_seconds,
+        'completedRetentionSeconds', q.completed_retention_seconds,
+        'retentionEnabled', q.retention_enabled,
+        'encryptionEnabled', q.encryption_enabled,
+        'maxWaitTimeSeconds', q.max_wait_time_seconds)
+$$;

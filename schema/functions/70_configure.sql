@@ -81,21 +81,6 @@ BEGIN
         'queue', q.name,
         'namespace', q.namespace,
         'task', q.task,
-        'options', jsonb_build_object(
-            'priority', q.priority,
-            'leaseTime', q.lease_time,
-            'retryLimit', q.retry_limit,
-            'retryDelay', q.retry_delay,
-            'maxSize', q.max_queue_size,
-            'ttl', q.ttl,
-            'deadLetterQueue', q.dead_letter_queue,
-            'dlqAfterMaxRetries', q.dlq_after_max_retries,
-            'delayedProcessing', q.delayed_processing,
-            'windowBuffer', q.window_buffer,
-            'retentionSeconds', q.retention_seconds,
-            'completedRetentionSeconds', q.completed_retention_seconds,
-            'retentionEnabled', q.retention_enabled,
-            'encryptionEnabled', q.encryption_enabled,
-            'maxWaitTimeSeconds', q.max_wait_time_seconds));
+        'options', queen._queue_options(q));
 END;
 $$;

@@ -278,16 +278,7 @@ SELECT jsonb_build_object(
                'id', q.id, 'name', q.name, 'namespace', q.namespace, 'task', q.task,
                'createdAt', queen._iso_ms(q.created_at),
                'updatedAt', queen._iso_ms(q.updated_at),
-               'options', jsonb_build_object(
-                   'leaseTime', q.lease_time, 'retryLimit', q.retry_limit,
-                   'retryDelay', q.retry_delay, 'maxSize', q.max_queue_size,
-                   'priority', q.priority, 'delayedProcessing', q.delayed_processing,
-                   'windowBuffer', q.window_buffer,
-                   'retentionEnabled', q.retention_enabled,
-                   'retentionSeconds', q.retention_seconds,
-                   'completedRetentionSeconds', q.completed_retention_seconds,
-                   'maxWaitTimeSeconds', q.max_wait_time_seconds,
-                   'encryptionEnabled', q.encryption_enabled)),
+               'options', queen._queue_options(q)),
            'totals', jsonb_build_object(
                'partitions', (SELECT count(*) FROM parts),
                'messages', jsonb_build_object(
