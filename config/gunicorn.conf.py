@@ -74,13 +74,26 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """On SIGTERM answer parked long polls at once (204), then drain as gunicorn does."""
+    """Let long polls park (their connections go back to this worker's keep-alive loop
+    once answered); on SIGTERM answer waiting long polls at once (204), then drain as
+    gunicorn does."""
     import signal
 
     import gevent
 
+    from queen_threads.http.parking import LOT
+
+    def serve(sock: Any, addr: Any) -> None:
+        listeners = worker.sockets
+        local = sock.getsockname()
+        listener = next((s for s in listeners if s.getsockname() == local), listeners[0])
+        worker.handle(listener, sock, addr)
+
+    LOT.install(serve)
+
     def on_term(signum: int, frame: Any) -> None:
         worker.alive = False
+        LOT.closing = True
         wsgi = sys.modules.get("queen_threads.wsgi")
         if wsgi is not None:
             gevent.spawn(wsgi.runtime.begin_shutdown)
@@ -99,4 +112,8 @@ def worker_exit(server: Any, worker: Any) -> None:
 def _stop_runtime() -> None:
     wsgi = sys.modules.get("queen_threads.wsgi")
     if wsgi is not None:
+        from queen_threads.http.parking import LOT
+
+        wsgi.runtime.begin_shutdown()  # answers parked long polls 204 ...
+        LOT.close(timeout=_settings.graceful_timeout)  # ... which are written before exit
         wsgi.runtime.stop()

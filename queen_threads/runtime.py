@@ -83,6 +83,7 @@ class Runtime:
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
         self._stopping = threading.Event()
+        self._shutdown_lock = threading.Lock()
         self.maintenance = Maintenance(self.db)
         self.buffer = FileBuffer(
             settings,
@@ -132,15 +133,17 @@ class Runtime:
 
     def begin_shutdown(self) -> None:
         """SIGTERM: refuse new long polls, answer every waiting one with 204 at once and
-        stop the poll workers; requests in flight go on (the pool stays open)."""
-        if self._stopping.is_set():
-            return
-        self._stopping.set()
-        self.listener.stop()
-        self.peers.stop()
-        self.operations.stop()
-        self.instruments.stop()
-        self.polling.stop(timeout=1.0)
+        stop the poll workers; requests in flight go on (the pool stays open). A second
+        call returns when the first has finished."""
+        with self._shutdown_lock:
+            if self._stopping.is_set():
+                return
+            self._stopping.set()
+            self.polling.stop(timeout=1.0)
+            self.listener.stop()
+            self.peers.stop()
+            self.operations.stop()
+            self.instruments.stop()
 
     def stop(self) -> None:
         """Worker exit: everything in flight has finished; close the pool."""

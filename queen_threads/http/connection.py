@@ -9,16 +9,21 @@ from typing import Any
 
 
 def client_gone(environ: dict[str, Any]) -> bool:
-    """True when the client closed its connection (readable socket with nothing to read).
+    """True when the client closed its connection (see :func:`socket_gone`).
 
-    Works with gunicorn's workers, which put the connection in `gunicorn.socket`. Uses
-    poll(), not select(): select() cannot watch descriptors >= 1024, and a worker holding
-    thousands of long polls has many. A pipelined next request also makes the socket
-    readable; that is not 'gone'.
+    Works with gunicorn's workers, which put the connection in `gunicorn.socket`.
     """
     sock = environ.get("gunicorn.socket")
-    if sock is None:
-        return False
+    return False if sock is None else socket_gone(sock)
+
+
+def socket_gone(sock: Any) -> bool:
+    """True when the peer closed the connection (readable socket with nothing to read).
+
+    Uses poll(), not select(): select() cannot watch descriptors >= 1024, and a worker
+    holding thousands of long polls has many. A pipelined next request also makes the
+    socket readable; that is not 'gone'.
+    """
     try:
         poller = select.poll()
         poller.register(sock.fileno(), select.POLLIN | select.POLLRDHUP)

@@ -9,6 +9,7 @@ from typing import Any
 
 import falcon
 
+from queen_threads.http import parking
 from queen_threads.services.stats import RequestStats
 
 access_log = logging.getLogger("queen_threads.access")
@@ -22,10 +23,15 @@ CORS_HEADERS = {
 
 
 class RequestContext:
-    """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
+    """Gives every request an id (X-Request-Id), CORS headers and one access-log line.
+
+    A parked long poll (see :mod:`queen_threads.http.parking`) is answered later, outside
+    falcon: it gets the same headers, and its line is written when it is answered.
+    """
 
     def __init__(self, stats: RequestStats) -> None:
         self.stats = stats
+        self._parked_headers = parking.response_headers(CORS_HEADERS.items())
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
@@ -41,14 +47,26 @@ class RequestContext:
         self, req: falcon.Request, resp: falcon.Response, resource: Any, req_succeeded: bool
     ) -> None:
         started = getattr(req.context, "started", None)
+        request_id = getattr(req.context, "request_id", None)
+        parked = req.env.get(parking.ENVIRON_KEY)
+        if parked is not None:
+            parked.describe(
+                req.method,
+                req.relative_uri,
+                request_id or "",
+                started or time.monotonic(),
+                self._parked_headers,
+                self.finish,
+            )
+            return
+        self.finish(req.method, req.relative_uri, resp.status_code, started, request_id)
+
+    def finish(
+        self, method: str, uri: str, status: int, started: float | None, request_id: str | None
+    ) -> None:
+        """Count the request and write its access line."""
         elapsed_ms = (time.monotonic() - started) * 1000 if started else 0.0
-        status = resp.status_code
         self.stats.record(status, elapsed_ms)
         access_log.info(
-            "%s %s %d %.1fms",
-            req.method,
-            req.relative_uri,
-            status,
-            elapsed_ms,
-            extra={"request_id": getattr(req.context, "request_id", None)},
+            "%s %s %d %.1fms", method, uri, status, elapsed_ms, extra={"request_id": request_id}
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -9,6 +11,7 @@ from typing import Any
 from queen_threads.polling import (
     BackoffPolicy,
     LongPollService,
+    OnAnswer,
     PollIntention,
     PollIntentionRegistry,
     PollWorkerPool,
@@ -19,6 +22,8 @@ from queen_threads.polling import (
 from queen_threads.services.popper import DbPopper
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
+
+log = logging.getLogger("queen_threads.polling")
 
 
 class PollingService:
@@ -51,12 +56,23 @@ class PollingService:
         self.longpoll = LongPollService(
             self.registry, self.pool, self.responses, self.popper, check_every_s=10.0
         )
+        self._stopped = threading.Event()
 
     def start(self) -> None:
         self.pool.start()
+        threading.Thread(target=self._expire_parked, name="parked-expiry", daemon=True).start()
 
     def stop(self, timeout: float = 1.0) -> bool:
+        self._stopped.set()
         return self.pool.stop(timeout)
+
+    def _expire_parked(self) -> None:
+        """The safety net of parked long polls (their poll worker answers them normally)."""
+        while not self._stopped.wait(1.0):
+            try:
+                self.longpoll.expire_parked()
+            except Exception:  # pragma: no cover - keep the safety net running
+                log.exception("expiring parked long polls failed")
 
     def intention(self, request: dict[str, Any], timeout_ms: int, request_id: str) -> PollIntention:
         now = time.monotonic()
@@ -85,6 +101,14 @@ class PollingService:
     ) -> Response | None:
         return self.longpoll.wait_for(intention, is_disconnected, watch)
 
+    def park(self, intention: PollIntention, on_answer: OnAnswer) -> None:
+        """Register ``intention`` with nobody waiting: the answer goes to ``on_answer``."""
+        self.longpoll.park(intention, on_answer)
+
+    def withdraw(self, intention: PollIntention) -> None:
+        """The client of a parked long poll has gone."""
+        self.longpoll.withdraw(intention)
+
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A push or a freed lease somewhere: wake the groups that may now get messages."""
         queue = event.get("queue")
@@ -101,4 +125,5 @@ class PollingService:
         )
 
     def stats(self) -> dict[str, object]:
-        return self.pool.stats()
+        """The pool's counters, plus how many waiting long polls are parked (no greenlet)."""
+        return {**self.pool.stats(), "parked": self.longpoll.parked}

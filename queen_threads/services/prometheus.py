@@ -37,7 +37,7 @@ from prometheus_client.exposition import choose_encoder
 from queen_threads import queries
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Params, PoolConfig
-from queen_threads.polling import PollIntention, Response
+from queen_threads.polling import OnAnswer, PollIntention, Response
 from queen_threads.services.background import RunOutcome
 from queen_threads.services.polling import PollingService
 from queen_threads.services.stats import RequestStats
@@ -420,24 +420,45 @@ class MeteredQueueStore(QueueStore):
 
 
 class MeteredPollingService(PollingService):
-    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds)."""
+    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds), whether a
+    greenlet waits for it or it is parked."""
 
     def wait(
         self, intention: PollIntention, is_disconnected: Any, watch: Any = None
     ) -> Response | None:
-        started = time.perf_counter()
         outcome = "rejected"
         try:
             answer = super().wait(intention, is_disconnected, watch)
-            if answer is None:
-                outcome = "disconnected"
-            elif answer.status == 200 and answer.body:
-                outcome = "messages"
-            else:
-                outcome = "timeout"
+            outcome = _wait_outcome(answer)
             return answer
         finally:
-            prom().long_poll_wait.labels(outcome).observe(time.perf_counter() - started)
+            _observe_wait(intention, outcome)
+
+    def park(self, intention: PollIntention, on_answer: OnAnswer) -> None:
+        def observed(response: Response) -> None:
+            _observe_wait(intention, _wait_outcome(response))
+            on_answer(response)
+
+        try:
+            super().park(intention, observed)
+        except BaseException:
+            _observe_wait(intention, "rejected")
+            raise
+
+    def withdraw(self, intention: PollIntention) -> None:
+        super().withdraw(intention)
+        _observe_wait(intention, "disconnected")
+
+
+def _wait_outcome(answer: Response | None) -> str:
+    if answer is None:
+        return "disconnected"
+    return "messages" if answer.status == 200 and answer.body else "timeout"
+
+
+def _observe_wait(intention: PollIntention, outcome: str) -> None:
+    waited = time.monotonic() - intention.created_at
+    prom().long_poll_wait.labels(outcome).observe(max(0.0, waited))
 
 
 class ObservedRequestStats(RequestStats):

@@ -240,3 +240,79 @@ def test_full_registry_answers_503_with_retry_after(migrated_dsn: str) -> None:
         for w in waiters:
             w.join(10)
             assert w.response is not None and w.response.status_code == 204
+
+
+def read_answer(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One HTTP response off a raw socket: (head, body)."""
+    sock.settimeout(15)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed after {data!r}"
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += sock.recv(65536)
+    return head, body
+
+
+def sum_parked(url: str) -> int:
+    seen: dict[int, int] = {}
+    for _ in range(8):
+        body = httpx.get(f"{url}/metrics").json()
+        seen[body["worker"]["pid"]] = body["longPolling"]["parked"]
+    return sum(seen.values())
+
+
+def test_parked_long_polls_keep_their_connection(lp_server: ServerProcess) -> None:
+    q = qname()
+    sock = raw_long_poll(lp_server.port, f"/api/v1/pop/queue/{q}?wait=true&timeout=10000")
+    wait_registered(lp_server.url, 1)
+    assert sum_parked(lp_server.url) == 1  # waiting without a greenlet
+    push(lp_server.url, q, "first")
+    head, body = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 200 OK") and b"Connection: keep-alive" in head
+    assert b"x-request-id: " in head and b"Access-Control-Allow-Origin: *" in head
+    assert httpx.Response(200, content=body).json()["messages"][0]["data"] == "first"
+    # the same connection serves on: another long poll (to its deadline), then a plain GET
+    sock.sendall(
+        f"GET /api/v1/pop/queue/{q}?wait=true&timeout=200 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )
+    head, body = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 204 ") and body == b""
+    sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    head, body = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 200 ") and b'"healthy"' in body
+    assert sock.recv(1) == b""
+    sock.close()
+    assert sum_parked(lp_server.url) == 0
+
+
+def test_connection_close_is_honoured_after_a_parked_answer(lp_server: ServerProcess) -> None:
+    sock = socket.create_connection(("127.0.0.1", lp_server.port))
+    path = f"/api/v1/pop/queue/{qname()}?wait=true&timeout=200"
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+    head, _ = read_answer(sock)
+    assert head.startswith(b"HTTP/1.1 204 ") and b"Connection: close" in head
+    assert sock.recv(1) == b""
+    sock.close()
+
+
+def test_pipelined_requests_behind_a_long_poll_are_answered_in_order(
+    lp_server: ServerProcess,
+) -> None:
+    sock = socket.create_connection(("127.0.0.1", lp_server.port))
+    path = f"/api/v1/pop/queue/{qname()}?wait=true&timeout=300"
+    sock.sendall(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )
+    first, _ = read_answer(sock)
+    second, body = read_answer(sock)
+    assert first.startswith(b"HTTP/1.1 204 ")
+    assert second.startswith(b"HTTP/1.1 200 ") and b'"healthy"' in body
+    sock.close()

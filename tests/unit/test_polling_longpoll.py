@@ -172,3 +172,55 @@ def test_interrupt_wakes_a_waiter_once_without_an_answer() -> None:
     assert time.monotonic() - started >= 0.04, "the interrupt was one-shot"
     assert queue.post("r", 204, None, ())
     assert queue.wait("r", 0) == Response(204, None, ())
+
+
+def test_a_parked_intention_is_answered_through_its_callback(s: Setup) -> None:
+    s.popper.add(KEY, 1)
+    answers: list[Response] = []
+    s.waker.on_wake = lambda: s.worker.run_once()
+    s.service.park(make_intention("r1", queue="q", created_at=100.0), answers.append)
+    assert [a.status for a in answers] == [200] and answers[0].lease_ids
+    assert s.service.parked == 0
+    assert s.registry.size() == 0 and len(s.responses.queue_for(0)) == 0
+
+
+def test_a_parked_intention_waits_registered_until_answered(s: Setup) -> None:
+    answers: list[Response] = []
+    s.service.park(make_intention("r1", queue="q", created_at=100.0), answers.append)
+    assert s.waker.woken == [(0,)]
+    assert answers == [] and s.service.parked == 1 and s.registry.size() == 1
+    s.popper.add(KEY, 1)
+    s.worker.run_once()
+    assert [a.status for a in answers] == [200] and s.service.parked == 0
+
+
+def test_parking_in_a_full_registry_raises_and_leaves_nothing() -> None:
+    s = Setup(capacity=1)
+    s.registry.register(make_intention("other", queue="q", created_at=100.0, timeout_s=30))
+    with pytest.raises(RegistryFull):
+        s.service.park(make_intention("r1", queue="q", created_at=100.0), lambda r: None)
+    assert len(s.responses.queue_for(0)) == 0 and s.service.parked == 0
+
+
+def test_withdrawing_a_parked_intention_releases_a_lease_taken_meanwhile(s: Setup) -> None:
+    answers: list[Response] = []
+    intention = make_intention("r1", queue="q", created_at=100.0)
+    s.service.park(intention, answers.append)
+    s.service.withdraw(intention)
+    assert s.registry.size() == 0 and s.service.parked == 0
+    # a poll worker that had claimed it before finds nobody: its post is refused
+    assert not s.responses.post(0, "r1", 200, b"m", ["lease-1"])
+    assert answers == []
+
+
+def test_parked_intentions_overdue_by_the_grace_are_answered_204(s: Setup) -> None:
+    answers: list[Response] = []
+    s.service.park(make_intention("r1", queue="q", created_at=100.0, timeout_s=5.0), answers.append)
+    s.service.park(
+        make_intention("r2", queue="q", created_at=100.0, timeout_s=60.0), answers.append
+    )
+    s.clock.advance(5.5)  # past the deadline, within the grace: the worker's turn
+    assert s.service.expire_parked() == 0 and answers == []
+    s.clock.advance(0.6)
+    assert s.service.expire_parked() == 1
+    assert answers == [NO_CONTENT] and s.service.parked == 1 and s.registry.size() == 1
