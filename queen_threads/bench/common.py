@@ -127,8 +127,11 @@ class Context:
         Also samples PostgreSQL's wait events (kept in `pg_waits` under the label).
         """
         sampler = WaitSampler(self.target.dsn).start() if self.target.dsn else None
+        apart = {}
+        if sampler is not None and sampler.backend_pid is not None:
+            apart["pg_sampler"] = ("postgres", sampler.backend_pid)
         window = procstat.CpuWindow(
-            {"server": self.target.server_pid, "postgres": self.target.pg_pid}
+            {"server": self.target.server_pid, "postgres": self.target.pg_pid}, apart
         ).start()
         profiler = None
         if self.profile_label is not None:

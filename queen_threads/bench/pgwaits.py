@@ -84,11 +84,15 @@ class WaitSampler:
         self.checkpoints = 0
         self.scans: list[dict[str, Any]] = []
         self.error: str | None = None
+        self.backend_pid: int | None = None  # its own backend, kept out of PostgreSQL's CPU
         self._stop = threading.Event()
+        self._connected = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pg-wait-sampler", daemon=True)
 
-    def start(self) -> WaitSampler:
+    def start(self, timeout: float = 5.0) -> WaitSampler:
+        """Start sampling; returns once connected (``backend_pid`` known) or failed."""
         self._thread.start()
+        self._connected.wait(timeout)
         return self
 
     def _run(self) -> None:
@@ -98,9 +102,14 @@ class WaitSampler:
             conn = connect_raw(self.dsn)
         except Exception as exc:  # the benchmark goes on without this evidence
             self.error = str(exc)
+            self._connected.set()
             return
         try:
             with conn.cursor() as cur:
+                cur.execute("SELECT pg_backend_pid()")
+                row = cur.fetchone()
+                self.backend_pid = int(row[0]) if row else None
+                self._connected.set()
                 cur.execute(CHECKPOINTS_SQL)
                 row = cur.fetchone()
                 first = int(row[0]) if row else 0
@@ -120,6 +129,7 @@ class WaitSampler:
         except Exception as exc:
             self.error = str(exc)
         finally:
+            self._connected.set()
             conn.close()
 
     @staticmethod

@@ -154,9 +154,15 @@ def tree_root(pids: Iterable[int], table: dict[int, ProcStat] | None = None) -> 
 
 @dataclass
 class CpuWindow:
-    """CPU used by named process trees, this process and the machine between start and stop."""
+    """CPU used by named process trees, this process and the machine between start and stop.
+
+    ``apart`` names direct children of a root that are reported on their own and not in
+    their root's figure: ``{"pg_sampler": ("postgres", pid)}`` keeps the bench's own
+    PostgreSQL backend (the wait sampler) out of the PostgreSQL figure.
+    """
 
     roots: dict[str, int | None]
+    apart: dict[str, tuple[str, int]] = field(default_factory=dict)
     started: float = 0.0
     before: dict[str, int | None] = field(default_factory=dict)
     result: dict[str, float | None] = field(default_factory=dict)
@@ -185,17 +191,26 @@ class CpuWindow:
         after = self._sample()
         elapsed = time.monotonic() - self.started
         busiest: dict[str, float] = {}
+        carved = {f"{root}_child_{pid}": (name, root) for name, (root, pid) in self.apart.items()}
         for name, end in after.items():
             begin = self.before.get(name)
             pct = None
             if begin is not None and end is not None and elapsed > 0:
                 pct = round((end - begin) / CLK_TCK / elapsed * 100, 1)
+            if name in carved:
+                own, root = carved[name]
+                self.result[own] = pct
+                continue
             if "_child_" in name:
                 root = name.split("_child_")[0]
                 if pct is not None and pct > busiest.get(root, -1.0):
                     busiest[root] = pct
                 continue
             self.result[name] = pct
+        for own, root in carved.values():
+            part, whole = self.result.get(own), self.result.get(root)
+            if part is not None and whole is not None:
+                self.result[root] = round(max(0.0, whole - part), 1)
         self.result["other"] = other_cpu(self.result)
         for root, pct in busiest.items():
             self.result[f"{root}_busiest"] = pct  # the busiest worker / backend

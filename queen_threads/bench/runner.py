@@ -126,6 +126,9 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
             if o.letter in ("d", "e"):
                 label = "measured window"
             server, busiest, postgres, loadgen, other, machine = values
+            sampler = o.cpu_median(f.key, "pg_sampler")  # the bench's own PostgreSQL backend
+            if loadgen is not None and sampler is not None:
+                loadgen = round(loadgen + sampler, 1)
             out.append(
                 CpuRow(f"({o.letter})", label, server, busiest, postgres, loadgen, other,
                        machine, cores)

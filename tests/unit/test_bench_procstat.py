@@ -101,3 +101,29 @@ def test_cpu_window_reports_the_busiest_child_of_a_tree() -> None:
     assert result["seconds"] is not None and result["seconds"] > 0
     assert "server_busiest" in result  # this test process is a child of its parent
     assert result["loadgen"] is not None
+
+
+def test_cpu_window_keeps_a_child_apart_from_its_root() -> None:
+    import subprocess
+    import sys
+
+    from queen_threads.bench.procstat import CpuWindow
+
+    # the child spins for 0.3 s of CPU, says so, then blocks until told to go
+    spin = (
+        "import sys, time\nwhile time.process_time() < 0.3: pass\n"
+        "print('spun', flush=True)\nsys.stdin.read()"
+    )
+    burner = subprocess.Popen(
+        [sys.executable, "-c", spin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert burner.stdout is not None
+        window = CpuWindow({"tests": os.getpid()}, {"burner": ("tests", burner.pid)}).start()
+        assert burner.stdout.readline() == "spun\n"  # this process blocks meanwhile
+        result = window.stop()
+    finally:
+        burner.kill()
+        burner.wait()
+    assert result["burner"] is not None and result["burner"] > 30
+    assert result["tests"] is not None and result["tests"] < result["burner"] / 2
