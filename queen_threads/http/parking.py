@@ -208,8 +208,13 @@ class ParkedPoll:
         """The request failed after the intention was registered: give it up."""
         with self._lock:
             self._state = "gone"
-        if self._polling is not None and self.intention is not None:
+            pending, self._pending = self._pending, None
+        if self._polling is None:
+            return
+        if self.intention is not None:
             self._polling.withdraw(self.intention)
+        if pending is not None and pending.lease_ids:
+            self._polling.release(pending.lease_ids)  # answered before it could be sent
 
     # --- poll worker (must not block) --------------------------------------------------
     def answer(self, response: Response) -> None:

@@ -230,3 +230,15 @@ def test_the_wsgi_wrapper_hands_a_parked_request_over() -> None:
     with pytest.raises(RuntimeError):
         app({"fail": True}, None)
     assert started == ["start", "abandon"]
+
+
+def test_an_abandoned_request_gives_back_an_answer_it_could_not_send(
+    pair: tuple[Any, Any],
+) -> None:
+    server, _ = pair
+    lot, polling = ParkingLot(), FakePolling()
+    lot.install(Served())
+    parked, _ = parked_poll(lot, server, polling)
+    parked.answer(Response(200, b"{}", ("lease-3",)))  # before start(): kept pending
+    parked.abandon()  # the request failed after registering: never started
+    assert polling.withdrawn == ["r1"] and polling.released == ["lease-3"]
