@@ -183,6 +183,19 @@ BEGIN
     IF jsonb_typeof(p_items) = 'object' THEN
         p_items := p_items -> 'items';
     END IF;
-    RETURN queen._push_items(p_items);
+    -- Concurrent pushes lock their partitions in id order, but PostgreSQL can still pick a
+    -- push as a deadlock victim when a waiter holds a row's tuple lock while the pusher
+    -- touches that row again (multixact rows: foreign-key share locks of pops and acks).
+    -- The failed attempt is rolled back to this block's savepoint, which releases its
+    -- locks (and discards its notifications); the other push goes on, and this one retries.
+    FOR attempt IN 1..3 LOOP
+        BEGIN
+            RETURN queen._push_items(p_items);
+        EXCEPTION WHEN deadlock_detected THEN
+            IF attempt = 3 THEN
+                RAISE;
+            END IF;
+        END;
+    END LOOP;
 END;
 $$;
