@@ -252,6 +252,8 @@ class ParkedPoll:
         self._state = "answered"
         status, body, leases = response.status, response.body, response.lease_ids
         if status != 200 or not body:
+            if leases and self._polling is not None:
+                self._polling.release(leases)  # nothing to send under them
             status, body, leases = 204, None, ()
         elif self._polling is not None and (self._polling.pop_paused() or socket_gone(self._sock)):
             self._polling.release(leases)

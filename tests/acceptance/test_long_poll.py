@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.rawhttp import read_answer
 from tests.support.server import ServerProcess
 
 
@@ -240,25 +241,6 @@ def test_full_registry_answers_503_with_retry_after(migrated_dsn: str) -> None:
         for w in waiters:
             w.join(10)
             assert w.response is not None and w.response.status_code == 204
-
-
-def read_answer(sock: socket.socket) -> tuple[bytes, bytes]:
-    """One HTTP response off a raw socket: (head, body)."""
-    sock.settimeout(15)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"connection closed after {data!r}"
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        body += sock.recv(65536)
-    return head, body
 
 
 def sum_parked(url: str) -> int:

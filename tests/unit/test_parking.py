@@ -18,6 +18,7 @@ from queen_threads.http import parking
 from queen_threads.http.parking import ParkedPoll, ParkingLot
 from queen_threads.polling import PollIntention, Response
 from queen_threads.polling.testing import make_intention
+from tests.support.rawhttp import read_answer
 
 HEADERS = parking.response_headers([("Access-Control-Allow-Origin", "*")])
 
@@ -65,16 +66,8 @@ def parked_poll(
 
 
 def read_response(sock: Any) -> bytes:
-    sock.settimeout(5)
-    data = b""
-    while b"\r\n\r\n" not in data:
-        data += sock.recv(65536)
-    head, _, body = data.partition(b"\r\n\r\n")
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            while len(body) < int(line.split(b":")[1]):
-                body += sock.recv(65536)
-    return data
+    head, body = read_answer(sock, timeout=5)
+    return head + b"\r\n\r\n" + body
 
 
 def test_an_answer_is_written_and_the_connection_served_on(pair: tuple[Any, Any]) -> None:
@@ -242,3 +235,15 @@ def test_an_abandoned_request_gives_back_an_answer_it_could_not_send(
     parked.answer(Response(200, b"{}", ("lease-3",)))  # before start(): kept pending
     parked.abandon()  # the request failed after registering: never started
     assert polling.withdrawn == ["r1"] and polling.released == ["lease-3"]
+
+
+def test_leases_of_an_answer_without_messages_are_released(pair: tuple[Any, Any]) -> None:
+    server, client = pair
+    lot, polling = ParkingLot(), FakePolling()
+    lot.install(Served())
+    parked, _ = parked_poll(lot, server, polling, keep_alive=False)
+    parked.start()
+    parked.answer(Response(200, None, ("lease-7",)))
+    assert lot.wait(5)
+    assert read_response(client).startswith(b"HTTP/1.1 204 ")
+    assert polling.released == ["lease-7"]
