@@ -29,6 +29,9 @@ loglevel = "warning" if _settings.log_level == "error" else "info"
 accesslog = None  # queen-threads writes its own structured access line per request
 proc_name = "queen-threads"
 control_socket_disable = True  # several instances may run on one host
+if _settings.ssl_certfile:
+    certfile = _settings.ssl_certfile
+    keyfile = _settings.ssl_keyfile
 
 
 _PROMETHEUS_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -74,26 +77,15 @@ def post_fork(server: Any, worker: Any) -> None:
 
 
 def post_worker_init(worker: Any) -> None:
-    """Let long polls park (their connections go back to this worker's keep-alive loop
-    once answered); on SIGTERM answer waiting long polls at once (204), then drain as
-    gunicorn does."""
+    """On SIGTERM answer waiting long polls at once (204), then drain as gunicorn does:
+    gunicorn's own handler only stops accepting, and a long poll would hold the worker
+    until its deadline or the graceful timeout."""
     import signal
 
     import gevent
 
-    from queen_threads.http.parking import LOT
-
-    def serve(sock: Any, addr: Any) -> None:
-        listeners = worker.sockets
-        local = sock.getsockname()
-        listener = next((s for s in listeners if s.getsockname() == local), listeners[0])
-        worker.handle(listener, sock, addr)
-
-    LOT.install(serve)
-
     def on_term(signum: int, frame: Any) -> None:
         worker.alive = False
-        LOT.closing = True
         wsgi = sys.modules.get("queen_threads.wsgi")
         if wsgi is not None:
             gevent.spawn(wsgi.runtime.begin_shutdown)
@@ -112,8 +104,4 @@ def worker_exit(server: Any, worker: Any) -> None:
 def _stop_runtime() -> None:
     wsgi = sys.modules.get("queen_threads.wsgi")
     if wsgi is not None:
-        from queen_threads.http.parking import LOT
-
-        wsgi.runtime.begin_shutdown()  # answers parked long polls 204 ...
-        LOT.close(timeout=_settings.graceful_timeout)  # ... which are written before exit
         wsgi.runtime.stop()

@@ -80,6 +80,13 @@ def _hex_key(raw: str) -> str:
     return value.lower()
 
 
+def _readable_file(raw: str) -> str:
+    path = raw.strip()
+    if path and not os.access(path, os.R_OK):
+        raise ValueError(f"cannot read file {path!r}")
+    return path
+
+
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -110,7 +117,7 @@ class Settings:
         "WORKER_CONNECTIONS",
         10000,
         _int(10),
-        "Concurrent connections per worker process (parked long polls count).",
+        "Concurrent connections per worker process (waiting long polls count).",
     )
     graceful_timeout: int = env(
         "GRACEFUL_TIMEOUT", 30, _int(1), "Seconds a worker may take to finish on SIGTERM."
@@ -119,6 +126,10 @@ class Settings:
         "MAX_BODY_SIZE", 64 * 1024 * 1024, _int(1024), "Largest accepted request body, bytes (413)."
     )
     log_level: str = env("LOG_LEVEL", "info", _choice(*LOG_LEVELS), "Log level.")
+    ssl_certfile: str = env(
+        "SSL_CERTFILE", "", _readable_file, "PEM certificate: serve HTTPS (with SSL_KEYFILE)."
+    )
+    ssl_keyfile: str = env("SSL_KEYFILE", "", _readable_file, "PEM private key of SSL_CERTFILE.")
 
     # --- Database --------------------------------------------------------------------
     database_url: str = env(
@@ -336,4 +347,7 @@ def load_settings(
             values[f.name] = f.metadata["parser"](raw)
         except ValueError as exc:
             raise ConfigError(f"invalid {name}: {exc}") from None
-    return Settings(**values)
+    settings = Settings(**values)
+    if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
+        raise ConfigError("SSL_CERTFILE and SSL_KEYFILE must be set together (or neither)")
+    return settings

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import select
 import socket
 from collections.abc import Callable, Iterator
@@ -32,11 +33,25 @@ def socket_gone(sock: Any) -> bool:
             return False
         if events[0][1] & (select.POLLHUP | select.POLLERR | select.POLLNVAL):
             return True
-        return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+        return _peek(sock) == b""
     except BlockingIOError:
         return False
     except (OSError, ValueError):
         return True
+
+
+def _peek(sock: Any) -> bytes:
+    """One byte of the connection, left in place. A TLS socket refuses recv() flags, and
+    its decrypted stream is not what tells a close apart: peek at the TCP bytes under it
+    through a duplicate descriptor (closing the duplicate leaves the connection open)."""
+    flags = socket.MSG_PEEK | socket.MSG_DONTWAIT
+    if not hasattr(sock, "cipher"):
+        return bytes(sock.recv(1, flags))
+    raw = socket.socket(fileno=os.dup(sock.fileno()))
+    try:
+        return raw.recv(1, flags)
+    finally:
+        raw.close()
 
 
 def watch_readable(environ: dict[str, Any], nudge: Callable[[], None]) -> Callable[[], None]:

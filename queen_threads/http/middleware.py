@@ -9,7 +9,6 @@ from typing import Any
 
 import falcon
 
-from queen_threads.http import parking
 from queen_threads.services.stats import RequestStats
 
 access_log = logging.getLogger("queen_threads.access")
@@ -23,15 +22,10 @@ CORS_HEADERS = {
 
 
 class RequestContext:
-    """Gives every request an id (X-Request-Id), CORS headers and one access-log line.
-
-    A parked long poll (see :mod:`queen_threads.http.parking`) is answered later, outside
-    falcon: it gets the same headers, and its line is written when it is answered.
-    """
+    """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
 
     def __init__(self, stats: RequestStats) -> None:
         self.stats = stats
-        self._parked_headers = parking.response_headers(CORS_HEADERS.items())
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
@@ -48,17 +42,6 @@ class RequestContext:
     ) -> None:
         started = getattr(req.context, "started", None)
         request_id = getattr(req.context, "request_id", None)
-        parked = req.env.get(parking.ENVIRON_KEY)
-        if parked is not None:
-            parked.describe(
-                req.method,
-                req.relative_uri,
-                request_id or "",
-                started or time.monotonic(),
-                self._parked_headers,
-                self.finish,
-            )
-            return
         self.finish(req.method, req.relative_uri, resp.status_code, started, request_id)
 
     def finish(

@@ -13,7 +13,7 @@ from .intention import QUEUE_MODE, WILDCARD, GroupSelector, PollIntention
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
-from .responses import OnAnswer, Response, ResponseQueue, ResponseQueues
+from .responses import Response, ResponseQueue, ResponseQueues
 from .sharding import shard_of
 from .worker import WAKE_SOURCES, PollWorker, PollWorkerPool, WorkerCounters
 
@@ -29,7 +29,6 @@ __all__ = [
     "LeaseReleaser",
     "LongPollService",
     "ManualClock",
-    "OnAnswer",
     "PollIntention",
     "PollIntentionRegistry",
     "PollWorker",

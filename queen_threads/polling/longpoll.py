@@ -11,7 +11,7 @@ from .clock import Clock
 from .intention import PollIntention
 from .popper import LeaseReleaser
 from .registry import PollIntentionRegistry
-from .responses import OnAnswer, Response, ResponseQueue, ResponseQueues
+from .responses import Response, ResponseQueue, ResponseQueues
 
 log = logging.getLogger("queen_threads.polling")
 
@@ -56,57 +56,6 @@ class LongPollService:
         self._clock = clock
         self._grace_s = grace_s
         self._check_every_s = check_every_s
-        self._parked: dict[str, PollIntention] = {}
-
-    @property
-    def parked(self) -> int:
-        """Parked requests not answered yet (see :meth:`park`)."""
-        return len(self._parked)
-
-    def park(self, intention: PollIntention, on_answer: OnAnswer) -> None:
-        """Register ``intention`` without a greenlet waiting for it: its answer (200 or
-        204) goes to ``on_answer``, called once from the poll worker that posts it (or
-        from :meth:`expire_parked`); ``on_answer`` must hand over and return at once.
-        Raises :class:`RegistryFull` / :class:`RegistryClosed` like :meth:`wait_for`.
-        A client that disconnects meanwhile is given up with :meth:`withdraw`."""
-        request_id = intention.request_id
-        parked = self._parked
-
-        def answered(response: Response) -> None:
-            parked.pop(request_id, None)
-            on_answer(response)
-
-        queue = self._responses.queue_for(intention.worker_id)
-        queue.open(request_id, answered)
-        try:
-            shard = self._registry.register(intention)
-        except BaseException:
-            queue.abandon(request_id)
-            raise
-        parked[request_id] = intention
-        self._waker.wake((shard,), "register")
-
-    def withdraw(self, intention: PollIntention) -> None:
-        """The client of a parked request has gone: claim its intention back and release
-        any lease taken for it meanwhile. Nothing is answered."""
-        if self._parked.pop(intention.request_id, None) is not None:
-            self._withdraw(intention, deliverable=False)
-
-    def expire_parked(self) -> int:
-        """Answer 204 to parked requests whose poll worker has not answered ``grace_s``
-        after their deadline (a stuck database call), as :meth:`wait_for` does for its
-        waiters. Call it about once a second; returns how many were answered."""
-        now = self._clock()
-        overdue = [i for i in self._parked.values() if i.deadline + self._grace_s <= now]
-        for intention in overdue:
-            log.warning(
-                "long poll %s not answered by its poll worker; answering 204",
-                intention.request_id,
-            )
-            queue = self._responses.queue_for(intention.worker_id)
-            self._registry.remove(intention.request_id)
-            queue.post(intention.request_id, 204, None, ())
-        return len(overdue)
 
     def wait_for(
         self,

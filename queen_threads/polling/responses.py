@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -20,17 +20,11 @@ class Response:
     lease_ids: tuple[str, ...] = ()
 
 
-OnAnswer = Callable[[Response], None]
-"""Called with the answer of a parked request (it must not block: hand over and return)."""
-
-
 class _Slot:
-    __slots__ = ("event", "on_answer", "response")
+    __slots__ = ("event", "response")
 
-    def __init__(self, on_answer: OnAnswer | None = None) -> None:
-        # a waiting greenlet blocks on the event; a parked request has a callback instead
-        self.event = threading.Event() if on_answer is None else None
-        self.on_answer = on_answer
+    def __init__(self) -> None:
+        self.event = threading.Event()
         self.response: Response | None = None
 
 
@@ -38,9 +32,7 @@ class ResponseQueue:
     """Answers for the requests of one HTTP worker process, keyed by request id.
 
     The request opens a slot before registering its intention, then waits on it; a poll
-    worker posts at most one response into it. A *parked* request (one whose connection
-    the HTTP layer took over, so that no greenlet waits for it) opens its slot with an
-    ``on_answer`` callback instead: posting closes the slot and calls it. ``threading``
+    worker posts at most one response into it. ``threading``
     primitives become cooperative under gevent's monkey patching.
     """
 
@@ -57,13 +49,12 @@ class ResponseQueue:
         with self._lock:
             return request_id in self._slots
 
-    def open(self, request_id: str, on_answer: OnAnswer | None = None) -> None:
-        """Create the slot for ``request_id`` (before its intention is registered); with
-        ``on_answer`` the answer goes to that callback instead of to :meth:`wait`."""
+    def open(self, request_id: str) -> None:
+        """Create the slot for ``request_id`` (before its intention is registered)."""
         with self._lock:
             if request_id in self._slots:
                 raise ValueError(f"response slot {request_id!r} already open")
-            self._slots[request_id] = _Slot(on_answer)
+            self._slots[request_id] = _Slot()
 
     def post(
         self, request_id: str, status: int, body: bytes | None, lease_ids: Sequence[str]
@@ -77,14 +68,9 @@ class ResponseQueue:
             slot = self._slots.get(request_id)
             if slot is None or slot.response is not None:
                 return False
-            if slot.event is not None:
-                slot.response = response
-                slot.event.set()
-                return True
-            del self._slots[request_id]
-        assert slot.on_answer is not None
-        slot.on_answer(response)
-        return True
+            slot.response = response
+            slot.event.set()
+            return True
 
     def wait(self, request_id: str, timeout: float | None) -> Response | None:
         """Block until answered or ``timeout`` seconds pass.
@@ -94,7 +80,7 @@ class ResponseQueue:
         """
         with self._lock:
             slot = self._slots.get(request_id)
-        if slot is None or slot.event is None:
+        if slot is None:
             return None
         slot.event.wait(timeout)
         with self._lock:
@@ -109,7 +95,7 @@ class ResponseQueue:
         its :meth:`wait` returns ``None`` once, so it can check and wait again."""
         with self._lock:
             slot = self._slots.get(request_id)
-            if slot is not None and slot.event is not None:
+            if slot is not None:
                 slot.event.set()
 
     def abandon(self, request_id: str) -> Response | None:

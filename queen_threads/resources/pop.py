@@ -8,17 +8,15 @@ arrive for it or at its deadline (`timeout`, clamped to MAX_TIMEOUT).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import Any
 
 import falcon
 
 from queen_threads import validation as v
 from queen_threads.errors import Unavailable
-from queen_threads.http import parking
 from queen_threads.http.connection import client_gone, tracked, watch_readable
 from queen_threads.http.request import bool_param, int_param, media, str_param
-from queen_threads.polling import PollingError, PollIntention
+from queen_threads.polling import PollingError
 from queen_threads.runtime import Runtime
 
 MAX_BATCH = 10_000
@@ -64,28 +62,11 @@ def pop_request(
     }
 
 
-class ParkedPolling:
-    """What a parked long poll needs of the runtime (see :mod:`queen_threads.http.parking`)."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def withdraw(self, intention: PollIntention) -> None:
-        self.runtime.polling.withdraw(intention)
-
-    def release(self, lease_ids: Iterable[str]) -> None:
-        self.runtime.polling.longpoll.release(list(lease_ids))
-
-    def pop_paused(self) -> bool:
-        return self.runtime.maintenance.pop_on
-
-
 class Pop:
     """One resource class serves the three routes (they differ only in the selector)."""
 
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
-        self.parked_polling = ParkedPolling(runtime)
 
     def _answer(self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any]) -> None:
         if self.runtime.maintenance.pop_on:  # pop maintenance mode: nothing, at once
@@ -107,14 +88,7 @@ class Pop:
     ) -> None:
         polling = self.runtime.polling
         intention = polling.intention(request, timeout, uuid.uuid4().hex)
-        parked = parking.prepare(req.env)
         try:
-            if parked is not None:
-                # no greenlet waits: the answer is written when the poll worker posts it
-                parked.bind(self.parked_polling, intention)
-                polling.park(intention, parked.answer)
-                req.env[parking.ENVIRON_KEY] = parked
-                return
             answer = polling.wait(
                 intention,
                 lambda: client_gone(req.env),

@@ -11,7 +11,6 @@ from typing import Any
 from queen_threads.polling import (
     BackoffPolicy,
     LongPollService,
-    OnAnswer,
     PollIntention,
     PollIntentionRegistry,
     PollWorkerPool,
@@ -60,19 +59,10 @@ class PollingService:
 
     def start(self) -> None:
         self.pool.start()
-        threading.Thread(target=self._expire_parked, name="parked-expiry", daemon=True).start()
 
     def stop(self, timeout: float = 1.0) -> bool:
         self._stopped.set()
         return self.pool.stop(timeout)
-
-    def _expire_parked(self) -> None:
-        """The safety net of parked long polls (their poll worker answers them normally)."""
-        while not self._stopped.wait(1.0):
-            try:
-                self.longpoll.expire_parked()
-            except Exception:  # pragma: no cover - keep the safety net running
-                log.exception("expiring parked long polls failed")
 
     def intention(self, request: dict[str, Any], timeout_ms: int, request_id: str) -> PollIntention:
         now = time.monotonic()
@@ -101,14 +91,6 @@ class PollingService:
     ) -> Response | None:
         return self.longpoll.wait_for(intention, is_disconnected, watch)
 
-    def park(self, intention: PollIntention, on_answer: OnAnswer) -> None:
-        """Register ``intention`` with nobody waiting: the answer goes to ``on_answer``."""
-        self.longpoll.park(intention, on_answer)
-
-    def withdraw(self, intention: PollIntention) -> None:
-        """The client of a parked long poll has gone."""
-        self.longpoll.withdraw(intention)
-
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A push or a freed lease somewhere: wake the groups that may now get messages."""
         queue = event.get("queue")
@@ -125,5 +107,5 @@ class PollingService:
         )
 
     def stats(self) -> dict[str, object]:
-        """The pool's counters, plus how many waiting long polls are parked (no greenlet)."""
-        return {**self.pool.stats(), "parked": self.longpoll.parked}
+        """The pool's counters."""
+        return self.pool.stats()

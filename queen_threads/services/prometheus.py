@@ -37,7 +37,7 @@ from prometheus_client.exposition import choose_encoder
 from queen_threads import queries
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Params, PoolConfig
-from queen_threads.polling import OnAnswer, PollIntention, Response
+from queen_threads.polling import PollIntention, Response
 from queen_threads.services.background import RunOutcome
 from queen_threads.services.polling import PollingService
 from queen_threads.services.stats import RequestStats
@@ -88,6 +88,12 @@ class PromMetrics:
             "Acknowledgements by queue and outcome (completed, failed_retry, failed_dlq, "
             "retry, already_acked, rejected).",
             ["queue", "status"],
+        )
+        self.decryption_errors = Counter(
+            "queen_decryption_errors_total",
+            "Messages of encrypted queues sent out with data null and a decryptionError "
+            "marker (no key on this server, another key, damaged ciphertext), by queue.",
+            ["queue"],
         )
         self.long_poll_wait = Histogram(
             "queen_long_poll_wait_seconds",
@@ -232,6 +238,7 @@ class ProcessCounters:
         self.pushed = EventRate()
         self.popped = EventRate()
         self.acked = EventRate()
+        self.decryption_errors = EventRate()
         self.db_calls = EventRate()
         self.db_errors = 0
         self._db_ms: deque[float] = deque(maxlen=2048)
@@ -268,6 +275,7 @@ class ProcessCounters:
             "pushed": pushed,
             "popped": self.popped.snapshot(),
             "acked": self.acked.snapshot(),
+            "decryptionErrors": self.decryption_errors.snapshot(),
         }
 
 
@@ -378,6 +386,11 @@ class MeteredQueueStore(QueueStore):
                 self.counters.popped.add(len(delivered))
         return results
 
+    def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
+        prom().decryption_errors.labels(str(message.get("queue") or "")).inc()
+        if self.counters is not None:
+            self.counters.decryption_errors.add(1)
+
     def _acked(self, pairs: list[tuple[str, str]]) -> None:
         metrics = prom()
         for (queue, status), n in _by_queue(pairs).items():
@@ -420,8 +433,7 @@ class MeteredQueueStore(QueueStore):
 
 
 class MeteredPollingService(PollingService):
-    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds), whether a
-    greenlet waits for it or it is parked."""
+    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds)."""
 
     def wait(
         self, intention: PollIntention, is_disconnected: Any, watch: Any = None
@@ -433,21 +445,6 @@ class MeteredPollingService(PollingService):
             return answer
         finally:
             _observe_wait(intention, outcome)
-
-    def park(self, intention: PollIntention, on_answer: OnAnswer) -> None:
-        def observed(response: Response) -> None:
-            _observe_wait(intention, _wait_outcome(response))
-            on_answer(response)
-
-        try:
-            super().park(intention, observed)
-        except BaseException:
-            _observe_wait(intention, "rejected")
-            raise
-
-    def withdraw(self, intention: PollIntention) -> None:
-        super().withdraw(intention)
-        _observe_wait(intention, "disconnected")
 
 
 def _wait_outcome(answer: Response | None) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -35,6 +36,12 @@ class ServerProcess:
             GRACEFUL_TIMEOUT="10",
         )
         self.env.update({k: str(v) for k, v in env.items()})
+        cert = self.env.get("SSL_CERTFILE")
+        if cert:  # served over TLS: clients trust the test's own certificate
+            self.url = f"https://127.0.0.1:{self.port}"
+        self.verify: ssl.SSLContext | bool = (
+            ssl.create_default_context(cafile=cert) if cert else True
+        )
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = Path(os.environ.get("TMPDIR", "/tmp")) / f"queen-server-{self.port}.log"
 
@@ -59,7 +66,7 @@ class ServerProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited early:\n{self.logs()}")
             try:
-                r = httpx.get(f"{self.url}/health", timeout=2)
+                r = httpx.get(f"{self.url}/health", timeout=2, verify=self.verify)
                 if r.status_code == 200 and r.json().get("schema") == "ready":
                     return
             except httpx.HTTPError:

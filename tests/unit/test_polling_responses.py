@@ -79,15 +79,3 @@ def test_queues_by_worker_id() -> None:
     queue.open("r1")
     assert queues.post(3, "r1", 204, None, [])
     assert queues.get(4) is None
-
-
-def test_a_parked_slot_hands_the_answer_to_its_callback_once() -> None:
-    queue = ResponseQueue()
-    answers: list[Response] = []
-    queue.open("r1", answers.append)
-    assert queue.wait("r1", 0) is None  # nobody waits on a parked slot
-    assert queue.post("r1", 200, b"{}", ["lease-1"])
-    assert answers == [Response(200, b"{}", ("lease-1",))]
-    assert "r1" not in queue
-    assert not queue.post("r1", 204, None, ())  # the late one keeps its leases
-    assert len(answers) == 1

@@ -62,3 +62,17 @@ def test_every_variable_is_documented_in_configuration_md() -> None:
     declared = {f.metadata["env"] for f in setting_fields()}
     assert declared <= documented, f"undocumented: {sorted(declared - documented)}"
     assert documented <= declared, f"documented but not read: {sorted(documented - declared)}"
+
+
+def test_tls_needs_both_files_and_readable_ones(tmp_path: Path) -> None:
+    cert = tmp_path / "cert.pem"
+    cert.write_text("x")
+    with pytest.raises(ConfigError, match="SSL_CERTFILE and SSL_KEYFILE"):
+        load_settings({"SSL_CERTFILE": str(cert)}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="invalid SSL_KEYFILE: cannot read"):
+        load_settings(
+            {"SSL_CERTFILE": str(cert), "SSL_KEYFILE": str(tmp_path / "missing.pem")},
+            dotenv_path=None,
+        )
+    s = load_settings({"SSL_CERTFILE": str(cert), "SSL_KEYFILE": str(cert)}, dotenv_path=None)
+    assert s.ssl_certfile == s.ssl_keyfile == str(cert)
