@@ -2,19 +2,21 @@
 resource listings), one named statement (one round trip) each.
 
 `AdminStore` is the only caller of the `admin_*` statements in `schema/queries.sql`. Like
-`QueueStore` it decrypts payloads of encrypted queues before they leave the server.
+`QueueStore` it decrypts payloads of encrypted queues before they leave the server (one that
+cannot be decrypted goes out as `data: null` with a `decryptionError` marker).
 Optional filters travel as NULL bind parameters; missing things raise `NotFound`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
 import orjson
 
 from queen_threads import queries
-from queen_threads.crypto import PayloadCipher
+from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.errors import NotFound
 
@@ -23,11 +25,17 @@ class AdminStore:
     """Administration reads and writes over the database."""
 
     def __init__(
-        self, db: Database, cipher: PayloadCipher | None = None, worker_id: str | None = None
+        self,
+        db: Database,
+        cipher: PayloadCipher | None = None,
+        worker_id: str | None = None,
+        on_decryption_error: Callable[[dict[str, Any], str], None] | None = None,
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.worker_id = worker_id
+        # Told of each message that could not be decrypted (QueueStore.decryption_failed).
+        self.on_decryption_error = on_decryption_error
 
     def _json(self, query: str, params: Any) -> Any:
         text = self.db.fetch_value(queries.get(query), params)
@@ -38,8 +46,9 @@ class AdminStore:
 
     def _plain(self, message: dict[str, Any]) -> dict[str, Any]:
         """Drop the internal isEncrypted flag, decrypting `data` when it was set."""
-        if message.pop("isEncrypted", False) and self.cipher is not None:
-            message["data"] = self.cipher.decrypt(message.get("data"))
+        reason = open_message(message, self.cipher)
+        if reason is not None and self.on_decryption_error is not None:
+            self.on_decryption_error(message, reason)
         return message
 
     # -- dead-letter queue ----------------------------------------------------------

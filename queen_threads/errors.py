@@ -39,5 +39,10 @@ class DatabaseError(QueenError):
     """PostgreSQL rejected a statement for a reason that is not the client's fault."""
 
 
+class DecryptionError(QueenError):
+    """A stored encrypted payload could not be decrypted. Never an HTTP error: the message
+    goes out with `data: null` and a `decryptionError` marker (crypto.open_message)."""
+
+
 class MigrationError(QueenError):
     """The schema could not be brought up to date."""

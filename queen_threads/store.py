@@ -1,7 +1,9 @@
 """One method per queue operation, one stored-function call (one round trip) each.
 
 The store is the only caller of the queue functions in `schema/functions/`. It adds what
-PostgreSQL cannot do itself: AES-GCM encryption of payloads and their decryption.
+PostgreSQL cannot do itself: AES-GCM encryption of payloads and their decryption (a
+payload that cannot be decrypted goes out as `data: null` with a `decryptionError` marker,
+see crypto.open_message).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from queen_threads import queries
-from queen_threads.crypto import PayloadCipher
+from queen_threads import queries, validation
+from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 
 
@@ -49,9 +51,17 @@ class QueueStore:
         results: list[dict[str, Any]] = self._call("pop_batch", list(requests))
         for result in results:
             for message in result.get("messages") or ():
-                if message.pop("isEncrypted", False) and self.cipher is not None:
-                    message["data"] = self.cipher.decrypt(message["data"])
+                self.open_message(message)
         return results
+
+    def open_message(self, message: dict[str, Any]) -> None:
+        """Decrypt an outgoing message in place (see crypto.open_message)."""
+        reason = open_message(message, self.cipher)
+        if reason is not None:
+            self.decryption_failed(message, reason)
+
+    def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
+        """An outgoing message could not be decrypted (already logged); counted by metrics."""
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return list(self._call("ack_messages", {"acks": acks}))
@@ -74,6 +84,8 @@ class QueueStore:
 
     # -- administration -------------------------------------------------------------
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Create or update a queue; encryption without a key would store plain text: 400."""
+        validation.encryption_key_present(body, self.cipher is not None)
         return dict(self._call("configure_queue", body))
 
     def delete_queue(self, name: str) -> bool:

@@ -154,6 +154,20 @@ def _int_option(key: str, value: Any) -> int:
     return int(value)
 
 
+ENCRYPTION_KEY_REQUIRED = (
+    "options.encryptionEnabled requires QUEEN_ENCRYPTION_KEY, which is not set on this "
+    "server: set it (64 hex characters) or configure the queue without encryption"
+)
+
+
+def encryption_key_present(body: dict[str, Any], has_key: bool) -> None:
+    """A configure body asking for encryption on a server without a key would store plain
+    text: ValidationError (400), nothing changed."""
+    options = body.get("options")
+    if isinstance(options, dict) and options.get("encryptionEnabled") is True and not has_key:
+        raise ValidationError(ENCRYPTION_KEY_REQUIRED)
+
+
 def configure_body(body: dict[str, Any]) -> dict[str, Any]:
     if body.get("queue") is None:
         raise ValidationError("queue is required")

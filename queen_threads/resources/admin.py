@@ -86,7 +86,12 @@ def register(app: falcon.App, runtime: Runtime, api: str) -> None:
     # Imported here: the route modules import the helpers above.
     from queen_threads.resources import consumer_groups, dlq, listings, messages, traces
 
-    store = AdminStore(runtime.db, runtime.store.cipher, str(runtime.worker_id))
+    store = AdminStore(
+        runtime.db,
+        runtime.store.cipher,
+        str(runtime.worker_id),
+        on_decryption_error=runtime.store.decryption_failed,
+    )
     body_limit = runtime.settings.max_body_size
     seek = consumer_groups.Seek(store, body_limit)
     routes: list[tuple[str, object]] = [

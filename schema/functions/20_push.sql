@@ -6,6 +6,9 @@
 -- Output: array in input order of
 --   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
 --    partition_id, trace_id, queueName, error (only when failed)}
+-- An item for a queue with encryption_enabled that arrives without isEncrypted (the server
+-- that sent it has no QUEEN_ENCRYPTION_KEY) is not stored: it comes back failed, so that
+-- plain text never lands in an encrypted queue.
 CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -82,6 +85,7 @@ BEGIN
     mapped AS MATERIALIZED (
         SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
                q.namespace AS ns, q.task AS tk,
+               coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc,
                row_number() OVER (PARTITION BY p.id, i.txn ORDER BY i.idx) AS rn
           FROM items i
           LEFT JOIN queen.queues q ON q.name = i.qn
@@ -100,7 +104,7 @@ BEGIN
     cand AS MATERIALIZED (
         SELECT mp.*
           FROM mapped mp
-         WHERE mp.pid IS NOT NULL AND mp.rn = 1
+         WHERE mp.pid IS NOT NULL AND mp.rn = 1 AND NOT mp.plain_in_enc
            AND NOT EXISTS (SELECT 1 FROM existing x
                             WHERE x.partition_id = mp.pid AND x.transaction_id = mp.txn)
     ),
@@ -134,6 +138,9 @@ BEGIN
                CASE
                    WHEN ins.id IS NOT NULL OR x.id IS NOT NULL THEN NULL
                    WHEN mp.qn IS NULL OR mp.qn = '' THEN 'Queue name is required'
+                   WHEN mp.plain_in_enc THEN
+                       format('Queue %s has encryptionEnabled but QUEEN_ENCRYPTION_KEY is not '
+                              'set on this server: message not stored', mp.qn)
                    WHEN f.qid IS NOT NULL THEN
                        format('Queue %s would exceed its maximum size of %s messages', mp.qn, f.maxsz)
                    ELSE 'Message could not be stored'
