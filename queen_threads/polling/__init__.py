@@ -9,7 +9,7 @@ and posts the answer back. :class:`LongPollService` wraps that flow for the HTTP
 from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock, ManualClock
 from .errors import PollingError, RegistryClosed, RegistryFull
-from .intention import QUEUE_MODE, WILDCARD, GroupSelector, PollIntention
+from .intention import QUEUE_MODE, GroupKey, GroupSelector, PollIntention
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
@@ -21,10 +21,10 @@ __all__ = [
     "NO_CONTENT",
     "QUEUE_MODE",
     "WAKE_SOURCES",
-    "WILDCARD",
     "BackoffPolicy",
     "BackoffState",
     "Clock",
+    "GroupKey",
     "GroupSelector",
     "LeaseReleaser",
     "LongPollService",

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 QUEUE_MODE = "__QUEUE_MODE__"
 """Consumer group of competing consumers that share one cursor (no ``consumerGroup``)."""
 
-WILDCARD = "*"
-"""Stands for an unset part of a grouping key."""
 
+class GroupKey(NamedTuple):
+    """The grouping key of waiting long polls: a tuple, never a joined string, because
+    names may contain any character (queue ``a:b`` partition ``c`` and queue ``a``
+    partition ``b:c`` must not share a group), and ``kind`` keeps a queue apart from a
+    namespace of the same name. ``None`` is an unset part (a wildcard pop, a namespace
+    without a task), distinct from every name."""
 
-def _part(value: str | None) -> str:
-    return WILDCARD if value is None else value
+    kind: str  # "queue" or "namespace"
+    scope: str | None  # the queue, or the namespace
+    detail: str | None  # the partition, or the task
+    consumer_group: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,11 +92,11 @@ class PollIntention:
         """True for ``/api/v1/pop?namespace=&task=`` (no queue)."""
         return self.queue is None
 
-    def grouping_key(self) -> str:
-        """``queue:partition:group``, or ``namespace:task:group``; ``*`` for unset parts."""
+    def grouping_key(self) -> GroupKey:
+        """(queue, queue, partition, group) or (namespace, namespace, task, group)."""
         if self.queue is not None:
-            return f"{self.queue}:{_part(self.partition)}:{self.consumer_group}"
-        return f"{_part(self.namespace)}:{_part(self.task)}:{self.consumer_group}"
+            return GroupKey("queue", self.queue, self.partition, self.consumer_group)
+        return GroupKey("namespace", self.namespace, self.task, self.consumer_group)
 
     def selector(self) -> GroupSelector:
         """What this intention waits for, for push wake-ups."""

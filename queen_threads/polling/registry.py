@@ -10,7 +10,7 @@ from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock
 from .deadlines import DeadlineHeap
 from .errors import RegistryClosed, RegistryFull
-from .intention import GroupSelector, PollIntention
+from .intention import GroupKey, GroupSelector, PollIntention
 from .sharding import shard_of
 from .wake_index import WakeIndex
 
@@ -69,9 +69,9 @@ class PollIntentionRegistry:
         self._lock = threading.Lock()
         self._closed = False
         self._intentions: dict[str, PollIntention] = {}
-        self._groups: dict[str, _Group] = {}
-        self._in_flight: set[str] = set()
-        self._active: list[dict[str, None]] = [{} for _ in range(worker_count)]
+        self._groups: dict[GroupKey, _Group] = {}
+        self._in_flight: set[GroupKey] = set()
+        self._active: list[dict[GroupKey, None]] = [{} for _ in range(worker_count)]
         self._heaps = [DeadlineHeap() for _ in range(worker_count)]
         self._live: list[int] = [0] * worker_count
         self._index = WakeIndex()
@@ -160,12 +160,12 @@ class PollIntentionRegistry:
 
     # -- groups -------------------------------------------------------------------------
 
-    def group_keys_for(self, shard: int) -> list[str]:
+    def group_keys_for(self, shard: int) -> list[GroupKey]:
         """Keys with waiting intentions owned by ``shard``, oldest group first."""
         with self._lock:
             return list(self._active[shard])
 
-    def intentions_for(self, key: str) -> list[PollIntention]:
+    def intentions_for(self, key: GroupKey) -> list[PollIntention]:
         """The group's waiting intentions in FIFO (registration) order."""
         with self._lock:
             group = self._groups.get(key)
@@ -173,7 +173,7 @@ class PollIntentionRegistry:
                 return []
             return [self._intentions[rid] for rid in group.waiting]
 
-    def head_of(self, key: str) -> PollIntention | None:
+    def head_of(self, key: GroupKey) -> PollIntention | None:
         """The group's oldest waiting intention (no copy of the whole group)."""
         with self._lock:
             group = self._groups.get(key)
@@ -181,7 +181,7 @@ class PollIntentionRegistry:
                 return None
             return self._intentions[next(iter(group.waiting))]
 
-    def mark_in_flight(self, key: str) -> bool:
+    def mark_in_flight(self, key: GroupKey) -> bool:
         """Claim ``key`` for one pop round; False if another round holds it."""
         with self._lock:
             if key in self._in_flight:
@@ -192,12 +192,12 @@ class PollIntentionRegistry:
                 group.poked = False
             return True
 
-    def unmark_in_flight(self, key: str) -> None:
+    def unmark_in_flight(self, key: GroupKey) -> None:
         """Release the claim taken by :meth:`mark_in_flight`."""
         with self._lock:
             self._in_flight.discard(key)
 
-    def is_due(self, key: str, now: float) -> bool:
+    def is_due(self, key: GroupKey, now: float) -> bool:
         """True when the group's backoff interval has passed since its last round."""
         with self._lock:
             group = self._groups.get(key)
@@ -206,7 +206,7 @@ class PollIntentionRegistry:
             group.backoff.last_accessed = now
             return group.backoff.is_due(now)
 
-    def due_keys(self, shard: int, now: float) -> list[str]:
+    def due_keys(self, shard: int, now: float) -> list[GroupKey]:
         """``shard``'s waiting groups that are due and not in flight (one lock round)."""
         with self._lock:
             due = []
@@ -217,7 +217,7 @@ class PollIntentionRegistry:
                     due.append(key)
             return due
 
-    def record_round(self, key: str, had_messages: bool, now: float) -> None:
+    def record_round(self, key: GroupKey, had_messages: bool, now: float) -> None:
         """Apply the outcome of the round on ``key`` that started at ``now``."""
         with self._lock:
             group = self._groups.get(key)
@@ -228,7 +228,7 @@ class PollIntentionRegistry:
                 group.backoff.last_query = None
                 group.poked = False
 
-    def backoff_state(self, key: str) -> BackoffState | None:
+    def backoff_state(self, key: GroupKey) -> BackoffState | None:
         """A copy of the key's backoff state, if any."""
         with self._lock:
             group = self._groups.get(key)
@@ -237,7 +237,7 @@ class PollIntentionRegistry:
             b = group.backoff
             return BackoffState(b.consecutive_empty, b.interval_ms, b.last_accessed, b.last_query)
 
-    def reset_backoff(self, key: str) -> int | None:
+    def reset_backoff(self, key: GroupKey) -> int | None:
         """Reset one key to the base interval, due at once; return its shard if it exists."""
         with self._lock:
             group = self._groups.get(key)
@@ -342,7 +342,7 @@ class PollIntentionRegistry:
         self._heaps[group.shard].maybe_compact(self._live[group.shard], self._is_live)
         return intention
 
-    def _reset_locked(self, key: str, group: _Group) -> None:
+    def _reset_locked(self, key: GroupKey, group: _Group) -> None:
         self.policy.reset(group.backoff)
         if key in self._in_flight:
             group.poked = True

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .clock import ManualClock
-from .intention import PollIntention
+from .intention import GroupKey, PollIntention
 from .popper import PopResult
 
 __all__ = ["InMemoryPopper", "ManualClock", "make_intention"]
@@ -39,8 +39,8 @@ class InMemoryPopper:
     with the intentions of every call (after popping), e.g. to set an event.
     """
 
-    def __init__(self, available: dict[str, int] | None = None) -> None:
-        self.available: dict[str, int] = dict(available or {})
+    def __init__(self, available: dict[GroupKey, int] | None = None) -> None:
+        self.available: dict[GroupKey, int] = dict(available or {})
         self.calls: list[list[str]] = []
         self.released: list[str] = []
         self.fail_with: Exception | None = None
@@ -48,7 +48,7 @@ class InMemoryPopper:
         self._leases = itertools.count(1)
         self._lock = threading.Lock()
 
-    def add(self, key: str, count: int) -> None:
+    def add(self, key: GroupKey, count: int) -> None:
         """Make ``count`` more messages available to group ``key``."""
         with self._lock:
             self.available[key] = self.available.get(key, 0) + count

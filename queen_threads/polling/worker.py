@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .clock import Clock
-from .intention import PollIntention
+from .intention import GroupKey, PollIntention
 from .popper import Popper, PopResult
 from .registry import PollIntentionRegistry
 from .responses import ResponseQueues
@@ -118,7 +118,7 @@ class PollWorker:
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 
-    def _poll_group(self, key: str, now: float) -> None:
+    def _poll_group(self, key: GroupKey, now: float) -> None:
         registry = self._registry
         if not registry.mark_in_flight(key):
             return
@@ -145,7 +145,7 @@ class PollWorker:
         finally:
             registry.unmark_in_flight(key)
 
-    def _poll_many(self, keys: Sequence[str], now: float) -> None:
+    def _poll_many(self, keys: Sequence[GroupKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
         per HEAD_BATCH groups (idle groups cost one query per round, not one each); a
         group whose head got messages then pops for the rest of its intentions."""
@@ -162,7 +162,7 @@ class PollWorker:
             for key in marked:
                 registry.unmark_in_flight(key)
 
-    def _poll_heads(self, groups: Sequence[tuple[str, PollIntention]], now: float) -> None:
+    def _poll_heads(self, groups: Sequence[tuple[GroupKey, PollIntention]], now: float) -> None:
         registry = self._registry
         self.counters.rounds += len(groups)
         try:
@@ -183,7 +183,7 @@ class PollWorker:
                     self._pop_rest(key, rest)
             registry.record_round(key, had_messages, now)
 
-    def _pop_rest(self, key: str, intentions: Sequence[PollIntention]) -> None:
+    def _pop_rest(self, key: GroupKey, intentions: Sequence[PollIntention]) -> None:
         try:
             results = self._popper.pop_group(intentions)
         except Exception:

@@ -291,3 +291,53 @@ def test_pipelined_requests_behind_a_long_poll_are_answered_in_order(
     assert first.startswith(b"HTTP/1.1 204 ")
     assert second.startswith(b"HTTP/1.1 200 ") and b'"healthy"' in body
     sock.close()
+
+
+def test_names_with_colons_do_not_share_a_group(lp_server: ServerProcess) -> None:
+    """Queue `X:b` partition `c` and queue `X` partition `b:c` are different groups: a
+    waiter on the second is answered by a push to it, whoever registered first."""
+    x = qname()
+    first = Waiter(lp_server.url, f"{x}:b", timeout_ms=3000)
+    first.url += "/partition/c"
+    first.start()
+    wait_registered(lp_server.url, 1)
+    second = Waiter(lp_server.url, x, timeout_ms=8000)
+    second.url += "/partition/b:c"
+    second.start()
+    wait_registered(lp_server.url, 2)
+    pushed_at = time.monotonic()
+    push(lp_server.url, x, "for b:c", partition="b:c")
+    second.join(10)
+    assert second.response is not None and second.response.status_code == 200
+    assert second.response.json()["messages"][0]["data"] == "for b:c"
+    assert second.answered_at - pushed_at < 1.0
+    first.join(10)
+    assert first.response is not None and first.response.status_code == 204
+
+
+def test_a_queue_and_a_namespace_of_the_same_name_do_not_share_a_group(
+    lp_server: ServerProcess,
+) -> None:
+    name = qname()
+    r = httpx.post(
+        f"{lp_server.url}/api/v1/configure",
+        json={"queue": name, "namespace": "elsewhere", "options": {}},
+    )
+    assert r.status_code == 200, r.text
+    by_namespace = Waiter(lp_server.url, "", timeout_ms=2000)
+    by_namespace.url = f"{lp_server.url}/api/v1/pop"
+    by_namespace.params["namespace"] = name
+    by_namespace.start()
+    wait_registered(lp_server.url, 1)
+    by_queue = Waiter(lp_server.url, name, timeout_ms=8000)
+    by_queue.start()
+    wait_registered(lp_server.url, 2)
+    pushed_at = time.monotonic()
+    push(lp_server.url, name, "queue only")
+    by_queue.join(10)
+    assert by_queue.response is not None and by_queue.response.status_code == 200
+    assert by_queue.response.json()["messages"][0]["data"] == "queue only"
+    assert by_queue.answered_at - pushed_at < 1.0
+    by_namespace.join(10)
+    assert by_namespace.response is not None
+    assert by_namespace.response.status_code == 204, "namespace waiter got the queue's message"

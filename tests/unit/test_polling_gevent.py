@@ -22,6 +22,7 @@ from queen_threads.polling import (
     LongPollService, PollIntentionRegistry, PollWorkerPool, ResponseQueues,
 )
 from queen_threads.polling.testing import InMemoryPopper, make_intention
+from tests.support.keys import qk
 
 assert threading.Event.__module__.startswith("gevent"), threading.Event.__module__
 registry = PollIntentionRegistry(worker_count=2)
@@ -39,7 +40,7 @@ def consume(rid):
 waiters = [gevent.spawn(consume, f"r{i}") for i in range(50)]
 gevent.sleep(0)  # let every request register and park
 assert registry.size() == 50, registry.size()
-popper.add("q:*:__QUEUE_MODE__", 50)
+popper.add(qk("q:*:__QUEUE_MODE__"), 50)
 pool.notify("q", "Default")
 gevent.joinall(waiters, timeout=10)
 statuses = sorted(w.value.status for w in waiters if w.value is not None)

@@ -6,22 +6,44 @@ from functools import partial
 
 import pytest
 
-from queen_threads.polling import QUEUE_MODE
+from queen_threads.polling import QUEUE_MODE, GroupKey, shard_of
 from queen_threads.polling.testing import make_intention
 
 _intention = partial(make_intention, "r")
 
 
 def test_queue_mode_keys() -> None:
-    assert _intention(queue="q").grouping_key() == f"q:*:{QUEUE_MODE}"
-    assert _intention(queue="q", partition="p", consumer_group="g").grouping_key() == "q:p:g"
+    assert _intention(queue="q").grouping_key() == GroupKey("queue", "q", None, QUEUE_MODE)
+    key = _intention(queue="q", partition="p", consumer_group="g").grouping_key()
+    assert key == GroupKey("queue", "q", "p", "g")
 
 
 def test_namespace_mode_keys() -> None:
-    assert _intention(namespace="ns", task="t", consumer_group="g").grouping_key() == "ns:t:g"
-    assert _intention(namespace="ns").grouping_key() == f"ns:*:{QUEUE_MODE}"
-    assert _intention(task="t", consumer_group="g").grouping_key() == "*:t:g"
+    key = _intention(namespace="ns", task="t", consumer_group="g").grouping_key()
+    assert key == GroupKey("namespace", "ns", "t", "g")
+    assert _intention(namespace="ns").grouping_key() == GroupKey(
+        "namespace", "ns", None, QUEUE_MODE
+    )
+    assert _intention(task="t", consumer_group="g").grouping_key() == GroupKey(
+        "namespace", None, "t", "g"
+    )
     assert _intention(task="t").namespace_mode
+
+
+def test_names_with_colons_never_share_a_key() -> None:
+    a = _intention(queue="a:b", partition="c").grouping_key()
+    b = _intention(queue="a", partition="b:c").grouping_key()
+    assert a != b and shard_of(a, 1 << 30) != shard_of(b, 1 << 30)
+    # an unset part is not the name "*"
+    assert (
+        _intention(queue="q").grouping_key() != _intention(queue="q", partition="*").grouping_key()
+    )
+
+
+def test_a_queue_never_shares_a_key_with_a_namespace_of_its_name() -> None:
+    assert (
+        _intention(queue="billing").grouping_key() != _intention(namespace="billing").grouping_key()
+    )
 
 
 def test_validation() -> None:

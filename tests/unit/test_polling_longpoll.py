@@ -18,8 +18,9 @@ from queen_threads.polling import (
     ResponseQueues,
 )
 from queen_threads.polling.testing import InMemoryPopper, ManualClock, make_intention
+from tests.support.keys import qk
 
-KEY = "q:*:__QUEUE_MODE__"
+KEY = qk("q:*:__QUEUE_MODE__")
 
 
 class FakeWaker:

@@ -22,11 +22,14 @@ from queen_threads.polling import (
     shard_of,
 )
 from queen_threads.polling.testing import InMemoryPopper, make_intention
+from tests.support.keys import qk
 
 WAIT_S = 10.0
 HOUR_MS = 3_600_000
 # Two queues whose groups belong to the same poll worker.
-SAME_SHARD = [n for n in (f"q{i}" for i in range(50)) if shard_of(f"{n}:*:__QUEUE_MODE__", 2) == 0]
+SAME_SHARD = [
+    n for n in (f"q{i}" for i in range(50)) if shard_of(qk(f"{n}:*:__QUEUE_MODE__"), 2) == 0
+]
 QUEUE, WARM = SAME_SHARD[0], SAME_SHARD[1]
 
 
@@ -70,7 +73,7 @@ def f() -> Iterator[Fixture]:
 
 def test_register_wakes_the_owner_at_once(f: Fixture) -> None:
     f.put_worker_to_sleep()
-    f.popper.add(f"{QUEUE}:*:__QUEUE_MODE__", 1)
+    f.popper.add(qk(f"{QUEUE}:*:__QUEUE_MODE__"), 1)
     shard = f.register("r1")
     f.pool.wake([shard], "register")
     response = f.queue.wait("r1", WAIT_S)
@@ -82,7 +85,7 @@ def test_push_wakes_a_backed_off_group(f: Fixture) -> None:
     f.pool.wake([f.register("r1")], "register")
     assert f.pop_event.wait(WAIT_S)  # the first, empty, round; next one in an hour
     # Push: messages appear, matching groups are reset and their workers woken.
-    f.popper.add(f"{QUEUE}:*:__QUEUE_MODE__", 1)
+    f.popper.add(qk(f"{QUEUE}:*:__QUEUE_MODE__"), 1)
     assert f.pool.notify(QUEUE, "Default", source="push") == {0}
     response = f.queue.wait("r1", WAIT_S)
     assert response is not None and response.status == 200
@@ -102,7 +105,7 @@ def test_stop_answers_waiting_requests_and_refuses_new_ones() -> None:
 
 
 def test_stats_sum_the_workers(f: Fixture) -> None:
-    f.popper.add(f"{QUEUE}:*:__QUEUE_MODE__", 1)
+    f.popper.add(qk(f"{QUEUE}:*:__QUEUE_MODE__"), 1)
     f.pool.wake([f.register("r1")], "register")
     assert f.queue.wait("r1", WAIT_S) is not None
     stats = f.pool.stats()

@@ -14,6 +14,7 @@ from queen_threads.polling import (
     shard_of,
 )
 from queen_threads.polling.testing import ManualClock, make_intention
+from tests.support.keys import nk, qk
 
 
 @pytest.fixture
@@ -28,8 +29,8 @@ def registry(clock: ManualClock) -> PollIntentionRegistry:
 
 def test_register_returns_the_owning_shard(registry: PollIntentionRegistry) -> None:
     shard = registry.register(make_intention("r1", queue="orders", consumer_group="g"))
-    assert shard == shard_of("orders:*:g", 4)
-    assert registry.group_keys_for(shard) == ["orders:*:g"]
+    assert shard == shard_of(qk("orders:*:g"), 4)
+    assert registry.group_keys_for(shard) == [qk("orders:*:g")]
     assert registry.size() == 1
     assert [it.request_id for it in registry.snapshot()] == ["r1"]
 
@@ -50,7 +51,7 @@ def test_full_registry_raises_and_keeps_everything(clock: ManualClock) -> None:
     assert registry.size() == 2
     registry.remove("a")
     registry.register(make_intention("c", queue="q"))
-    assert [it.request_id for it in registry.intentions_for("q:*:__QUEUE_MODE__")] == ["b", "c"]
+    assert [it.request_id for it in registry.intentions_for(qk("q:*:__QUEUE_MODE__"))] == ["b", "c"]
     stats = registry.stats()
     assert (stats.registered, stats.rejected) == (3, 1)
 
@@ -79,7 +80,7 @@ def test_group_is_fifo_by_registration(registry: PollIntentionRegistry) -> None:
         registry.register(make_intention(rid, queue="q", partition="p", consumer_group="g"))
     registry.remove("d")
     registry.register(make_intention("e", queue="q", partition="p", consumer_group="g"))
-    assert [it.request_id for it in registry.intentions_for("q:p:g")] == ["c", "a", "b", "e"]
+    assert [it.request_id for it in registry.intentions_for(qk("q:p:g"))] == ["c", "a", "b", "e"]
 
 
 def test_group_key_disappears_when_its_last_intention_leaves(
@@ -88,21 +89,21 @@ def test_group_key_disappears_when_its_last_intention_leaves(
     shard = registry.register(make_intention("a", queue="q"))
     registry.remove("a")
     assert registry.group_keys_for(shard) == []
-    assert registry.intentions_for("q:*:__QUEUE_MODE__") == []
+    assert registry.intentions_for(qk("q:*:__QUEUE_MODE__")) == []
     assert registry.stats().backoff_states == 1  # kept until idle cleanup
 
 
 def test_in_flight_is_exclusive(registry: PollIntentionRegistry) -> None:
-    assert registry.mark_in_flight("q:*:g")
-    assert not registry.mark_in_flight("q:*:g")
-    assert registry.mark_in_flight("q:p:g")
-    registry.unmark_in_flight("q:*:g")
-    assert registry.mark_in_flight("q:*:g")
+    assert registry.mark_in_flight(qk("q:*:g"))
+    assert not registry.mark_in_flight(qk("q:*:g"))
+    assert registry.mark_in_flight(qk("q:p:g"))
+    registry.unmark_in_flight(qk("q:*:g"))
+    assert registry.mark_in_flight(qk("q:*:g"))
     assert registry.stats().in_flight == 2
 
 
 def test_backoff_rounds_and_due_times(registry: PollIntentionRegistry, clock: ManualClock) -> None:
-    key = "q:*:__QUEUE_MODE__"
+    key = qk("q:*:__QUEUE_MODE__")
     registry.register(make_intention("a", queue="q"))
     assert registry.is_due(key, 0.0)
     registry.record_round(key, False, 0.0)
@@ -118,7 +119,7 @@ def test_backoff_rounds_and_due_times(registry: PollIntentionRegistry, clock: Ma
 def test_first_intention_of_a_group_is_due_at_once_later_ones_wait(
     registry: PollIntentionRegistry,
 ) -> None:
-    key = "q:*:__QUEUE_MODE__"
+    key = qk("q:*:__QUEUE_MODE__")
     registry.register(make_intention("a", queue="q"))
     for t in (0.0, 0.1, 0.3, 0.7):
         registry.record_round(key, False, t)  # interval 1600 ms after four empty rounds
@@ -133,7 +134,7 @@ def test_first_intention_of_a_group_is_due_at_once_later_ones_wait(
 
 
 def test_reset_during_a_round_is_not_lost(registry: PollIntentionRegistry) -> None:
-    key = "q:*:__QUEUE_MODE__"
+    key = qk("q:*:__QUEUE_MODE__")
     registry.register(make_intention("a", queue="q"))
     assert registry.mark_in_flight(key)
     registry.reset_matching("q")  # a push lands while the round's pop is running
@@ -143,14 +144,14 @@ def test_reset_during_a_round_is_not_lost(registry: PollIntentionRegistry) -> No
 
 
 def test_reset_backoff_of_one_key(registry: PollIntentionRegistry) -> None:
-    key = "q:p:g"
+    key = qk("q:p:g")
     shard = registry.register(make_intention("a", queue="q", partition="p", consumer_group="g"))
     for t in (0.0, 1.0, 2.0):
         registry.record_round(key, False, t)
     assert registry.reset_backoff(key) == shard
     state = registry.backoff_state(key)
     assert state is not None and (state.interval_ms, state.consecutive_empty) == (100, 0)
-    assert registry.reset_backoff("missing:*:g") is None
+    assert registry.reset_backoff(qk("missing:*:g")) is None
 
 
 def _register_keys(registry: PollIntentionRegistry, specs: dict[str, dict[str, Any]]) -> None:
@@ -175,7 +176,13 @@ def test_reset_matching_queue_partition_and_group(clock: ManualClock) -> None:
             "5": {"queue": "elsewhere", "partition": "p", "consumer_group": "g"},
         },
     )
-    keys = ["q:p:g", "q:*:g", "q:other:g", "q:p:h", "elsewhere:p:g"]
+    keys = [
+        qk("q:p:g"),
+        qk("q:*:g"),
+        qk("q:other:g"),
+        qk("q:p:h"),
+        qk("elsewhere:p:g"),
+    ]
     _backed_off(registry, keys)
 
     def due() -> set[str]:
@@ -183,18 +190,18 @@ def test_reset_matching_queue_partition_and_group(clock: ManualClock) -> None:
 
     assert due() == set()
     shards = registry.reset_matching("q", "p", "g")
-    assert due() == {"q:p:g", "q:*:g"}
-    assert shards == {shard_of("q:p:g", 8), shard_of("q:*:g", 8)}
+    assert due() == {qk("q:p:g"), qk("q:*:g")}
+    assert shards == {shard_of(qk("q:p:g"), 8), shard_of(qk("q:*:g"), 8)}
 
     _backed_off(registry, keys)
     assert registry.reset_matching("q", "p") == {
-        shard_of(k, 8) for k in ("q:p:g", "q:*:g", "q:p:h")
+        shard_of(k, 8) for k in (qk("q:p:g"), qk("q:*:g"), qk("q:p:h"))
     }
-    assert due() == {"q:p:g", "q:*:g", "q:p:h"}
+    assert due() == {qk("q:p:g"), qk("q:*:g"), qk("q:p:h")}
 
     _backed_off(registry, keys)
     registry.reset_matching("q")  # every partition, every group
-    assert due() == {"q:p:g", "q:*:g", "q:other:g", "q:p:h"}
+    assert due() == {qk("q:p:g"), qk("q:*:g"), qk("q:other:g"), qk("q:p:h")}
 
 
 def test_reset_matching_wakes_namespace_and_task_groups(clock: ManualClock) -> None:
@@ -210,11 +217,16 @@ def test_reset_matching_wakes_namespace_and_task_groups(clock: ManualClock) -> N
             "6": {"namespace": "billing", "consumer_group": "other"},
         },
     )
-    keys = ["billing:invoice:g", "billing:*:g", "*:invoice:g", "billing:refund:g"]
-    keys += ["shipping:*:g", "billing:*:other"]
+    keys = [
+        nk("billing:invoice:g"),
+        nk("billing:*:g"),
+        nk("*:invoice:g"),
+        nk("billing:refund:g"),
+    ]
+    keys += [nk("shipping:*:g"), nk("billing:*:other")]
     _backed_off(registry, keys)
     shards = registry.reset_matching("invoices-q", "p", "g", namespace="billing", task="invoice")
-    woken = {"billing:invoice:g", "billing:*:g", "*:invoice:g"}
+    woken = {nk("billing:invoice:g"), nk("billing:*:g"), nk("*:invoice:g")}
     assert {key for key in keys if registry.is_due(key, 0.01)} == woken
     assert shards == {shard_of(key, 8) for key in woken}
     # A queue without namespace/task wakes no namespace-mode group.
@@ -232,7 +244,7 @@ def test_expiry_only_after_the_deadline_and_only_for_the_owner(clock: ManualCloc
     registry = PollIntentionRegistry(worker_count=2, clock=clock)
     # Find two queues whose groups land on different shards.
     names = [f"q{i}" for i in range(20)]
-    by_shard = {shard_of(f"{n}:*:__QUEUE_MODE__", 2): n for n in names}
+    by_shard = {shard_of(qk(f"{n}:*:__QUEUE_MODE__"), 2): n for n in names}
     mine, other = by_shard[0], by_shard[1]
     registry.register(make_intention("early", queue=mine, timeout_s=5.0))
     registry.register(make_intention("late", queue=mine, timeout_s=10.0))
@@ -259,7 +271,7 @@ def test_dead_expiry_entries_are_compacted(registry: PollIntentionRegistry) -> N
 def test_next_due_skips_groups_in_flight(registry: PollIntentionRegistry) -> None:
     shard = registry.register(make_intention("a", queue="q"))
     assert registry.next_due(shard) == float("-inf")
-    registry.mark_in_flight("q:*:__QUEUE_MODE__")
+    registry.mark_in_flight(qk("q:*:__QUEUE_MODE__"))
     assert registry.next_due(shard) is None
 
 
@@ -272,16 +284,16 @@ def test_cleanup_idle_keeps_live_and_recent_groups(clock: ManualClock) -> None:
     registry.register(make_intention("recent", queue="recent"))
     registry.remove("recent")  # idle from t=3000
     assert registry.cleanup_idle(3600.0, 3601.0) == 1
-    assert registry.backoff_state("old:*:__QUEUE_MODE__") is None
-    assert registry.backoff_state("live:*:__QUEUE_MODE__") is not None
-    assert registry.backoff_state("recent:*:__QUEUE_MODE__") is not None
+    assert registry.backoff_state(qk("old:*:__QUEUE_MODE__")) is None
+    assert registry.backoff_state(qk("live:*:__QUEUE_MODE__")) is not None
+    assert registry.backoff_state(qk("recent:*:__QUEUE_MODE__")) is not None
 
 
 def test_stats(registry: PollIntentionRegistry) -> None:
     registry.register(make_intention("a", queue="q1"))
     registry.register(make_intention("b", queue="q1"))
     registry.register(make_intention("c", queue="q2", consumer_group="g"))
-    registry.mark_in_flight("q1:*:__QUEUE_MODE__")
+    registry.mark_in_flight(qk("q1:*:__QUEUE_MODE__"))
     stats = registry.stats()
     assert (stats.intentions, stats.groups, stats.in_flight, stats.backoff_states) == (3, 2, 1, 2)
     assert sum(stats.groups_per_shard) == 2 and len(stats.groups_per_shard) == 4
@@ -292,7 +304,11 @@ def test_due_keys_lists_due_groups_not_in_flight(registry: PollIntentionRegistry
     for name in ("a", "b", "c"):
         registry.register(make_intention(name, queue=name))
     everything = [k for s in range(4) for k in registry.due_keys(s, 0.0)]
-    assert sorted(everything) == ["a:*:__QUEUE_MODE__", "b:*:__QUEUE_MODE__", "c:*:__QUEUE_MODE__"]
-    registry.record_round("a:*:__QUEUE_MODE__", False, 0.0)
-    registry.mark_in_flight("b:*:__QUEUE_MODE__")
-    assert [k for s in range(4) for k in registry.due_keys(s, 0.1)] == ["c:*:__QUEUE_MODE__"]
+    assert sorted(everything) == [
+        qk("a:*:__QUEUE_MODE__"),
+        qk("b:*:__QUEUE_MODE__"),
+        qk("c:*:__QUEUE_MODE__"),
+    ]
+    registry.record_round(qk("a:*:__QUEUE_MODE__"), False, 0.0)
+    registry.mark_in_flight(qk("b:*:__QUEUE_MODE__"))
+    assert [k for s in range(4) for k in registry.due_keys(s, 0.1)] == [qk("c:*:__QUEUE_MODE__")]

@@ -15,8 +15,9 @@ from queen_threads.polling import (
     shard_of,
 )
 from queen_threads.polling.testing import InMemoryPopper, ManualClock, make_intention
+from tests.support.keys import qk
 
-KEY = "q:*:g"
+KEY = qk("q:*:g")
 
 
 class Harness:
@@ -184,11 +185,11 @@ def test_a_group_in_flight_elsewhere_is_skipped(h: Harness) -> None:
 
 def test_each_worker_serves_only_its_shard() -> None:
     h = Harness(workers=2)
-    names = {shard_of(f"q{i}:*:g", 2): f"q{i}" for i in range(20)}
+    names = {shard_of(qk(f"q{i}:*:g"), 2): f"q{i}" for i in range(20)}
     h.wait("a", queue=names[0])
     h.wait("b", queue=names[1])
-    h.popper.add(f"{names[0]}:*:g", 1)
-    h.popper.add(f"{names[1]}:*:g", 1)
+    h.popper.add(qk(f"{names[0]}:*:g"), 1)
+    h.popper.add(qk(f"{names[1]}:*:g"), 1)
     h.workers[1].run_once(0.0)
     assert h.popper.calls == [["b"]]
     h.workers[0].run_once(0.0)
@@ -217,15 +218,15 @@ def test_many_due_groups_share_one_pop_call_for_their_heads(h: Harness) -> None:
     for q in ("a", "b", "c"):
         h.wait(f"{q}1", queue=q)
     h.wait("b2", queue="b")
-    h.popper.add("b:*:g", 5)
+    h.popper.add(qk("b:*:g"), 5)
     h.worker.run_once(0.0)
     # One call for the three heads; then the rest of the only group that had messages.
     assert h.popper.calls == [["a1", "b1", "c1"], ["b2"]]
     assert [h.answer(r) is not None for r in ("a1", "b1", "c1", "b2")] == [
         False, True, False, True,
     ]  # fmt: skip
-    assert h.registry.backoff_state("a:*:g").interval_ms == 200  # type: ignore[union-attr]
-    assert h.registry.backoff_state("b:*:g").interval_ms == 100  # type: ignore[union-attr]
+    assert h.registry.backoff_state(qk("a:*:g")).interval_ms == 200  # type: ignore[union-attr]
+    assert h.registry.backoff_state(qk("b:*:g")).interval_ms == 100  # type: ignore[union-attr]
 
 
 def test_failed_head_call_counts_as_an_empty_round_for_every_group(h: Harness) -> None:
@@ -235,4 +236,4 @@ def test_failed_head_call_counts_as_an_empty_round_for_every_group(h: Harness) -
     h.worker.run_once(0.0)
     assert h.worker.counters.errors == 1
     assert h.registry.size() == 2, "intentions stay registered"
-    assert not h.registry.is_due("a:*:g", 0.05), "backoff applied"
+    assert not h.registry.is_due(qk("a:*:g"), 0.05), "backoff applied"
