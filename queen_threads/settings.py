@@ -278,7 +278,7 @@ class Settings:
         "QUEEN_ENCRYPTION_KEY",
         "",
         _hex_key,
-        "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: stored plain).",
+        "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: they are refused).",
     )
 
     # --- Failover file buffer ----------------------------------------------------------
