@@ -30,6 +30,16 @@ Params = Sequence[Any] | dict[str, Any] | None
 # SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
 _UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
 
+# TCP keepalives on every connection the project opens (pool, LISTEN, background sessions,
+# migrations): a link that died without a FIN or RST (a host or NAT that vanished) is
+# noticed after idle + interval * count = 25 s of silence, and unacknowledged data gives
+# up after TCP_USER_TIMEOUT_MS; without them a half-open connection waits for ever.
+# Values the DSN sets itself win. (libpq ignores them on Unix-domain sockets.)
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+TCP_USER_TIMEOUT_MS = 30000
+
 
 @dataclass(frozen=True)
 class PoolConfig:
@@ -41,6 +51,31 @@ class PoolConfig:
     lock_timeout_ms: int = 10000
     idle_in_transaction_timeout_ms: int = 30000
     application_name: str = "queen-threads"
+
+
+def connection_kwargs(
+    dsn: str, connect_timeout_s: int, application_name: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Keyword arguments of `psycopg2.connect(dsn, **kwargs)`: the keepalive defaults (unless
+    the DSN sets them), the connect timeout, the application name and `extra`."""
+    defaults: dict[str, Any] = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_S,
+        "keepalives_interval": KEEPALIVE_INTERVAL_S,
+        "keepalives_count": KEEPALIVE_COUNT,
+    }
+    if psycopg2.extensions.libpq_version() >= 120000:  # tcp_user_timeout: libpq 12+
+        defaults["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+    try:
+        given = psycopg2.extensions.parse_dsn(dsn)
+    except psycopg2.Error:
+        given = {}  # malformed: connect() reports it
+    kwargs = {k: v for k, v in defaults.items() if k not in given}
+    kwargs["connect_timeout"] = connect_timeout_s
+    if application_name:
+        kwargs["application_name"] = application_name
+    kwargs.update(extra)
+    return kwargs
 
 
 def make_cooperative() -> None:
@@ -130,9 +165,9 @@ class Pool:
         )
         conn = psycopg2.connect(
             cfg.dsn,
-            connect_timeout=cfg.connect_timeout_s,
-            options=options,
-            application_name=cfg.application_name,
+            **connection_kwargs(
+                cfg.dsn, cfg.connect_timeout_s, cfg.application_name, options=options
+            ),
         )
         conn.autocommit = True
         return conn
@@ -278,10 +313,12 @@ class Database:
         self.pool.close()
 
 
-def connect_raw(dsn: str, connect_timeout_s: int = 5) -> Connection:
+def connect_raw(
+    dsn: str, connect_timeout_s: int = 5, application_name: str | None = None
+) -> Connection:
     """A standalone autocommit connection (migrations, LISTEN); errors are translated."""
     try:
-        conn = psycopg2.connect(dsn, connect_timeout=connect_timeout_s)
+        conn = psycopg2.connect(dsn, **connection_kwargs(dsn, connect_timeout_s, application_name))
     except psycopg2.Error as exc:
         raise translate(exc) from exc
     conn.autocommit = True
@@ -291,8 +328,14 @@ def connect_raw(dsn: str, connect_timeout_s: int = 5) -> Connection:
 class Listener:
     """A dedicated connection LISTENing on one channel (wake-ups from every process)."""
 
-    def __init__(self, dsn: str, channel: str, connect_timeout_s: int = 5) -> None:
-        self.conn = connect_raw(dsn, connect_timeout_s)
+    def __init__(
+        self,
+        dsn: str,
+        channel: str,
+        connect_timeout_s: int = 5,
+        application_name: str | None = None,
+    ) -> None:
+        self.conn = connect_raw(dsn, connect_timeout_s, application_name)
         try:
             with self.conn.cursor() as cur:
                 cur.execute(f"LISTEN {psycopg2.extensions.quote_ident(channel, cur)}")

@@ -27,11 +27,7 @@ class Metrics:
             "messages": rt.instruments.counters.messages_snapshot(),
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
-            "wakeupListener": {
-                "connected": rt.listener.connected.is_set(),
-                "received": rt.listener.received,
-                "reconnects": rt.listener.reconnects,
-            },
+            "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "buffer": _buffer(rt),
             "background": rt.operations.stats(),
