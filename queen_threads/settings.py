@@ -87,6 +87,13 @@ def _readable_file(raw: str) -> str:
     return path
 
 
+def _secret(raw: str) -> str:
+    value = raw.strip()
+    if any(not ("!" <= c <= "~") for c in value):
+        raise ValueError("must be printable ASCII without spaces (it travels in an HTTP header)")
+    return value
+
+
 def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
@@ -237,6 +244,18 @@ class Settings:
     peer_notify_batch_ms: int = env(
         "PEER_NOTIFY_BATCH_MS", 10, _int(0, 1000), "Window in which peer notifications batch, ms."
     )
+    peer_secret: str = env(
+        "QUEEN_PEER_SECRET",
+        "",
+        _secret,
+        "Shared secret of the peers (HTTP header, UDP HMAC key); others are dropped. Unset: open.",
+    )
+    udp_bind: str = env(
+        "QUEEN_UDP_BIND",
+        "127.0.0.1",
+        _str,
+        "Address the UDP notification receiver binds (0.0.0.0: every interface).",
+    )
 
     # --- Retention, eviction, metrics -------------------------------------------------
     retention_interval_ms: int = env(
@@ -278,7 +297,7 @@ class Settings:
         "QUEEN_ENCRYPTION_KEY",
         "",
         _hex_key,
-        "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: they are refused).",
+        "64 hex chars: AES-256-GCM key for queues with encryptionEnabled (unset: refused).",
     )
 
     # --- Failover file buffer ----------------------------------------------------------

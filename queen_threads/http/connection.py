@@ -84,16 +84,40 @@ def _nothing() -> None:
     return None
 
 
-def tracked(body: bytes, on_undelivered: Callable[[], None]) -> Iterator[bytes]:
-    """A response body that calls `on_undelivered` unless the server finished writing it.
+class TrackedBody:
+    """A one-chunk response body that calls `on_undelivered` unless the server finished
+    writing it, and `on_delivered` once it did.
 
-    The WSGI server asks for the next chunk only after the previous one was written; if the
-    write fails it closes the iterator instead, which lands in `finally` undelivered.
+    A WSGI server asks for the next chunk only after it wrote the previous one, so the
+    second ``next()`` means delivered; if the write fails (or nothing was ever asked for)
+    it calls ``close()`` first, which means undelivered. Exactly one of the two is called.
     """
-    delivered = False
-    try:
-        yield body
-        delivered = True
-    finally:
-        if not delivered:
-            on_undelivered()
+
+    def __init__(
+        self,
+        body: bytes,
+        on_undelivered: Callable[[], None],
+        on_delivered: Callable[[], None] | None = None,
+    ) -> None:
+        self._body: bytes | None = body
+        self._on_undelivered = on_undelivered
+        self._on_delivered = on_delivered
+        self._settled = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._body is not None:
+            body, self._body = self._body, None
+            return body
+        if not self._settled:
+            self._settled = True
+            if self._on_delivered is not None:
+                self._on_delivered()
+        raise StopIteration
+
+    def close(self) -> None:
+        if not self._settled:
+            self._settled = True
+            self._on_undelivered()

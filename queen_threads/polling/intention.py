@@ -75,7 +75,6 @@ class PollIntention:
     partitions: int = 1
     subscription_mode: str | None = None
     subscription_from: str | None = None
-    auto_ack: bool = False
     deadline: float
     created_at: float
 

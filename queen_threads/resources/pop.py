@@ -7,17 +7,22 @@ arrive for it or at its deadline (`timeout`, clamped to MAX_TIMEOUT).
 
 from __future__ import annotations
 
+import logging
 import uuid
+from functools import partial
 from typing import Any
 
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.errors import Unavailable
-from queen_threads.http.connection import client_gone, tracked, watch_readable
+from queen_threads.errors import QueenError, Unavailable
+from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
 from queen_threads.http.request import bool_param, int_param, media, str_param
 from queen_threads.polling import PollingError
 from queen_threads.runtime import Runtime
+from queen_threads.services.popper import auto_ack_answer
+
+log = logging.getLogger("queen_threads.pop")
 
 MAX_BATCH = 10_000
 MAX_PARTITIONS = 100
@@ -104,10 +109,20 @@ class Pop:
             polling.longpoll.release(leases)
             resp.status = 204
             return
+        body, on_written = answer.body, None
+        if request["autoAck"]:  # acknowledged only once the client has the messages
+            body, acks = auto_ack_answer(body)
+            on_written = partial(self._acknowledge, acks)
         resp.status = 200
         resp.content_type = falcon.MEDIA_JSON
-        resp.content_length = len(answer.body)
-        resp.stream = tracked(answer.body, lambda: polling.longpoll.release(leases))
+        resp.content_length = len(body)
+        resp.stream = TrackedBody(body, lambda: polling.longpoll.release(leases), on_written)
+
+    def _acknowledge(self, acks: list[dict[str, Any]]) -> None:
+        try:
+            self.runtime.queues.ack(acks)
+        except QueenError:  # the lease expires and the messages come again: none is lost
+            log.warning("auto-acknowledging %d delivered messages failed", len(acks), exc_info=True)
 
     def on_get(
         self,

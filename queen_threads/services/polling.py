@@ -78,7 +78,6 @@ class PollingService:
             partitions=request["partitions"],
             subscription_mode=request["subscriptionMode"],
             subscription_from=request["subscriptionFrom"],
-            auto_ack=request["autoAck"],
             deadline=now + timeout_ms / 1000.0,
             created_at=now,
         )

@@ -24,11 +24,34 @@ def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict
         "batch": intention.batch,
         "partitions": intention.partitions,
         "leaseId": str(uuid.uuid4()),
-        "autoAck": intention.auto_ack,
+        # Never acknowledged on delivery here: an autoAck long poll is acknowledged once its
+        # answer was written to the client (resources/pop.py), so a departed client loses nothing.
+        "autoAck": False,
         "subscriptionMode": intention.subscription_mode,
         "subscriptionFrom": intention.subscription_from,
         "stopOnEmpty": stop_on_empty,
     }
+
+
+def auto_ack_answer(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:
+    """An autoAck long poll's answer as the client expects it (no lease ids), and the acks
+    that complete its messages once it was written (the lease holds them until then)."""
+    result = orjson.loads(body)
+    acks = []
+    for message in result.get("messages") or ():
+        acks.append(
+            {
+                "transactionId": message["transactionId"],
+                "partitionId": message["partitionId"],
+                "status": "completed",
+                "error": None,
+                "consumerGroup": message["consumerGroup"],
+                "leaseId": message["leaseId"] or None,
+            }
+        )
+        message["leaseId"] = ""
+    result["leaseId"] = ""
+    return orjson.dumps(result), acks
 
 
 def lease_ids_of(result: dict[str, Any]) -> list[str]:
