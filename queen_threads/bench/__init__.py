@@ -2,5 +2,6 @@
 
 A light asyncio load generator (raw keep-alive HTTP/1.1 connections) drives a running
 server, or one it starts itself (embedded PostgreSQL + the real gunicorn server), through
-scenarios (a)-(f) of issue 6 and reports medians, spreads and where the CPU went.
+scenarios (a)-(f) of issue 6 and (h), idle long polls on one hot queue, and reports
+medians, spreads and where the CPU went.
 """

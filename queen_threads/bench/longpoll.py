@@ -1,4 +1,5 @@
-"""(d) long-poll wake latency and (e) many idle long polls: memory, CPU, answers on time."""
+"""(d) long-poll wake latency, (e) many idle long polls over many queues and (h) on one hot
+queue: memory, CPU, answers on time."""
 
 from __future__ import annotations
 
@@ -87,8 +88,9 @@ async def wake_latency(ctx: Context, run: int) -> RunResult:
     return RunResult(figures, {k: cpu for k in figures}, extra)
 
 
-def idle_figures(sizes: Sizes) -> list[Figure]:
-    n = f"{sizes.idle_polls:,} polls on {sizes.idle_queues:,} queues"
+def idle_figures(sizes: Sizes, queues: int | None = None) -> list[Figure]:
+    count = sizes.idle_queues if queues is None else queues
+    n = f"{sizes.idle_polls:,} polls on {count:,} queue{'s' if count != 1 else ''}"
     return [
         Figure("rss_growth_mb", f"{n}: server RSS growth (peak - before the 1st run)", "MB"),
         Figure("server_cpu", f"{n}: server CPU while idle", "% of a core"),
@@ -99,10 +101,22 @@ def idle_figures(sizes: Sizes) -> list[Figure]:
     ]
 
 
-async def idle_polls(ctx: Context, run: int) -> RunResult:
+def hot_queue_figures(sizes: Sizes) -> list[Figure]:
+    return idle_figures(sizes, 1)
+
+
+async def hot_queue_polls(ctx: Context, run: int) -> RunResult:
+    """(h) the common case: every idle long poll waits on one hot queue."""
+    return await idle_polls(ctx, run, queue_count=1, letter="h")
+
+
+async def idle_polls(
+    ctx: Context, run: int, queue_count: int | None = None, letter: str = "e"
+) -> RunResult:
     s = ctx.sizes
     server = ctx.target.server_pid
-    queues = [ctx.queue("e", f"r{run}-q{i}") for i in range(s.idle_queues)]
+    count = s.idle_queues if queue_count is None else queue_count
+    queues = [ctx.queue(letter, f"r{run}-q{i}") for i in range(count)]
     (setup,) = await ctx.connect(1)
     try:
         for q in queues:
@@ -135,7 +149,7 @@ async def idle_polls(ctx: Context, run: int) -> RunResult:
     await asyncio.sleep(max(0.0, min(2.0, (window_end - now()) / 4)))
     rss_peak = 0
     early = sum(1 for a in answers if a.done())
-    async with ctx.measure(f"e-r{run}") as cpu:
+    async with ctx.measure(f"{letter}-r{run}") as cpu:
         while now() < window_end:
             rss_peak = max(rss_peak, procstat.tree_rss_kb(server) if server else 0)
             await asyncio.sleep(min(1.0, max(0.0, window_end - now())))
@@ -174,7 +188,7 @@ async def idle_polls(ctx: Context, run: int) -> RunResult:
         figures["postgres_cpu"] = float(cpu["postgres"] or 0)
     extra: dict[str, Any] = {
         "polls": s.idle_polls,
-        "queues": s.idle_queues,
+        "queues": count,
         "timeout_ms": timeout_ms,
         "send_spread_s": round(last_sent - sent_at[0], 3),
         "answered_before_window": early,
@@ -184,6 +198,7 @@ async def idle_polls(ctx: Context, run: int) -> RunResult:
         "late_ms_max": round(max(lateness), 1) if lateness else None,
         "early_ms_max": round(max((x for x in lateness if x < EARLY_MS), default=0.0), 1),
         "late_count": sum(1 for x in lateness if x > LATE_MS),
+        "over_300ms": sum(1 for x in lateness if x > 300.0),
         "rss_kb": {
             "baseline": baseline,
             "before": rss_before,
@@ -192,10 +207,10 @@ async def idle_polls(ctx: Context, run: int) -> RunResult:
             "after": rss_after,
         },
     }
-    log(f"(e) run {run + 1}: {figures}, statuses {dict(statuses)}, cpu {cpu}")
+    log(f"({letter}) run {run + 1}: {figures}, statuses {dict(statuses)}, cpu {cpu}")
     if on_time != s.idle_polls:
         log(
-            f"(e) WARNING: only {on_time} of {s.idle_polls} polls answered 204 at their "
+            f"({letter}) WARNING: only {on_time} of {s.idle_polls} polls answered 204 at their "
             f"deadline ({figures['early']} early)"
         )
     return RunResult(figures, {k: cpu for k in figures}, extra)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "h")
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,10 @@ def _positive_float(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/bench",
-        description="Benchmark queen-threads: scenarios (a)-(f) of issue 6 (docs/benchmarks.md).",
+        description=(
+            "Benchmark queen-threads: scenarios (a)-(f) of issue 6 and (h), idle long polls on"
+            " one hot queue (docs/benchmarks.md)."
+        ),
     )
     target = p.add_mutually_exclusive_group()
     target.add_argument("--url", help="benchmark this running server (e.g. http://127.0.0.1:6632)")
@@ -122,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workers", type=_positive_int, default=2, help="NUM_WORKERS (with --start)")
     p.add_argument(
-        "--scenarios", type=_scenarios, default=SCENARIOS, help="comma list of a,b,c,d,e,f"
+        "--scenarios", type=_scenarios, default=SCENARIOS, help="comma list of a,b,c,d,e,f,h"
     )
     p.add_argument("--quick", action="store_true", help="small sizes, 1 run (under 2 minutes)")
     p.add_argument("--json", dest="json_path", help="write every raw number to this file")

@@ -14,5 +14,11 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("d", "long-poll wake latency", longpoll.latency_figures, longpoll.wake_latency),
         Scenario("e", "idle long polls", longpoll.idle_figures, longpoll.idle_polls),
         Scenario("f", "fan-out to consumer groups", consume.fanout_figures, consume.fanout),
+        Scenario(
+            "h",
+            "idle long polls on one queue",
+            longpoll.hot_queue_figures,
+            longpoll.hot_queue_polls,
+        ),
     )
 }

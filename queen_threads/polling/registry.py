@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from dataclasses import dataclass, field
@@ -165,13 +166,15 @@ class PollIntentionRegistry:
         with self._lock:
             return list(self._active[shard])
 
-    def intentions_for(self, key: GroupKey) -> list[PollIntention]:
-        """The group's waiting intentions in FIFO (registration) order."""
+    def intentions_for(self, key: GroupKey, limit: int | None = None) -> list[PollIntention]:
+        """The group's waiting intentions in FIFO (registration) order; the first ``limit``
+        of them when given (a hot queue may have thousands)."""
         with self._lock:
             group = self._groups.get(key)
             if group is None:
                 return []
-            return [self._intentions[rid] for rid in group.waiting]
+            rids = group.waiting if limit is None else itertools.islice(group.waiting, limit)
+            return [self._intentions[rid] for rid in rids]
 
     def head_of(self, key: GroupKey) -> PollIntention | None:
         """The group's oldest waiting intention (no copy of the whole group)."""

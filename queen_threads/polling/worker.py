@@ -19,6 +19,9 @@ log = logging.getLogger("queen_threads.polling")
 HEAD_BATCH = 200
 """Groups whose head intentions are popped in one database call."""
 
+GROUP_CHUNK_MAX = 64
+"""Most intentions of one group popped for in one database call."""
+
 WAKE_SOURCES = ("register", "push", "notify", "peer")
 """Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer."""
 
@@ -123,27 +126,39 @@ class PollWorker:
         if not registry.mark_in_flight(key):
             return
         try:
-            intentions = registry.intentions_for(key)
-            if not intentions:
+            head = registry.head_of(key)
+            if head is None:
                 return
             self.counters.rounds += 1
-            try:
-                results = self._popper.pop_group(intentions)
-            except Exception:
-                log.exception("poll worker %d: pop failed for group %s", self.index, key)
-                self.counters.errors += 1
-                # Count it as empty so a failing database is not hammered in a tight loop.
-                registry.record_round(key, False, now)
-                return
-            self.counters.pops += len(results)
-            had_messages = False
-            for result in results:
-                if result.has_messages:
-                    had_messages = True
-                    self._deliver(result)
+            had_messages = self._drain(key, [head])
             registry.record_round(key, had_messages, now)
         finally:
             registry.unmark_in_flight(key)
+
+    def _drain(self, key: GroupKey, first: Sequence[PollIntention]) -> bool:
+        """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
+        (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
+        with thousands of idle waiters costs one small call per round, not one call
+        carrying every waiter. Each chunk's delivered intentions leave the registry, so
+        the next chunk starts where this one ended. True if anything was delivered."""
+        chunk: Sequence[PollIntention] = first
+        delivered_any = False
+        while chunk:
+            try:
+                results = self._popper.pop_group(chunk)
+            except Exception:
+                log.exception("poll worker %d: pop failed for group %s", self.index, key)
+                self.counters.errors += 1
+                return delivered_any
+            self.counters.pops += len(results)
+            delivered = [result for result in results if result.has_messages]
+            for result in delivered:
+                self._deliver(result)
+            delivered_any = delivered_any or bool(delivered)
+            if len(delivered) < len(chunk) or self._stopping.is_set():
+                return delivered_any  # an empty pop: the group has nothing more now
+            chunk = self._registry.intentions_for(key, min(GROUP_CHUNK_MAX, 4 * len(chunk)))
+        return delivered_any
 
     def _poll_many(self, keys: Sequence[GroupKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
@@ -174,26 +189,12 @@ class PollWorker:
                 registry.record_round(key, False, now)
             return
         self.counters.pops += len(results)
-        for (key, head), result in zip(groups, results, strict=False):
+        for (key, _), result in zip(groups, results, strict=False):
             had_messages = result.has_messages
             if had_messages:
                 self._deliver(result)
-                rest = [it for it in registry.intentions_for(key) if it is not head]
-                if rest:
-                    self._pop_rest(key, rest)
+                self._drain(key, registry.intentions_for(key, 4))
             registry.record_round(key, had_messages, now)
-
-    def _pop_rest(self, key: GroupKey, intentions: Sequence[PollIntention]) -> None:
-        try:
-            results = self._popper.pop_group(intentions)
-        except Exception:
-            log.exception("poll worker %d: pop failed for group %s", self.index, key)
-            self.counters.errors += 1
-            return
-        self.counters.pops += len(results)
-        for result in results:
-            if result.has_messages:
-                self._deliver(result)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)

@@ -15,6 +15,7 @@ from queen_threads.polling import (
     shard_of,
 )
 from queen_threads.polling.testing import InMemoryPopper, ManualClock, make_intention
+from queen_threads.polling.worker import GROUP_CHUNK_MAX
 from tests.support.keys import qk
 
 KEY = qk("q:*:g")
@@ -88,11 +89,25 @@ def test_fifo_order_and_stop_at_first_empty(h: Harness) -> None:
         h.wait(rid)
     h.popper.add(KEY, 2)
     h.worker.run_once(0.0)
-    # r1 and r2 get one message each, r3 finds nothing, r4 is not even tried.
-    assert h.popper.calls == [["r1", "r2", "r3", "r4"]]
+    # The head first; it got a message, so a larger chunk: r2 gets one, r3 finds nothing,
+    # r4 is not even tried.
+    assert h.popper.calls == [["r1"], ["r2", "r3", "r4"]]
     assert h.worker.counters.pops == 3
     assert [h.answer(r) is not None for r in ["r1", "r2", "r3", "r4"]] == [True, True, False, False]
     assert [it.request_id for it in h.registry.intentions_for(KEY)] == ["r3", "r4"]
+
+
+def test_a_hot_queue_of_idle_waiters_costs_one_small_pop_per_round(h: Harness) -> None:
+    for i in range(1000):
+        h.wait(f"r{i}")
+    h.worker.run_once(0.0)
+    assert h.popper.calls == [["r0"]]  # not a call carrying all 1,000 waiters
+    h.popper.add(KEY, 100)
+    h.registry.reset_backoff(KEY)
+    h.worker.run_once(0.01)
+    sizes = [len(call) for call in h.popper.calls[1:]]
+    assert sizes == [1, 4, 16, 64, 64] and max(sizes) <= GROUP_CHUNK_MAX
+    assert h.worker.counters.delivered == 100 and h.registry.size() == 900
 
 
 def test_delivery_to_a_removed_intention_releases_its_lease(h: Harness) -> None:
