@@ -78,6 +78,8 @@ class Runtime:
             batch_ms=settings.peer_notify_batch_ms,
             host=settings.host,
             port=settings.port,
+            secret=settings.peer_secret,
+            udp_bind=settings.udp_bind,
         )
         self.queues.sinks.append(self.peers)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)

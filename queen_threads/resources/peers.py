@@ -1,4 +1,8 @@
-"""POST /internal/api/notify: a peer instance says messages or a partition became free."""
+"""POST /internal/api/notify: a peer instance says messages or a partition became free.
+
+With `QUEEN_PEER_SECRET` set, the request must carry it in `X-Queen-Peer-Secret`:
+without it the answer is 401, with a wrong one 403; either is counted and wakes nothing.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,10 @@ import falcon
 
 from queen_threads.http.request import json_body, media
 from queen_threads.runtime import Runtime
+from queen_threads.services.peer_auth import HEADER
 from queen_threads.services.peers import from_wire
+
+STATUS = {"missing": 401, "wrong": 403}
 
 
 class Notify:
@@ -14,7 +21,13 @@ class Notify:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        peers = self.runtime.peers
+        problem = peers.auth.check_header(req.get_header(HEADER))
+        if problem is not None:
+            peers.reject("http")
+            media(resp, {"error": f"{problem} peer secret ({HEADER})"}, status=STATUS[problem])
+            return
         event = from_wire(json_body(req, 64 * 1024))
         if event is not None:
-            self.runtime.peers.receive(event)
+            peers.receive(event)
         media(resp, {"status": "ok"})

@@ -3,16 +3,19 @@
 PostgreSQL LISTEN/NOTIFY already reaches every process of every instance; peers are the
 seed's extra, database-free path. Outbound: local pushes and freed leases are queued,
 de-duplicated within `PEER_NOTIFY_BATCH_MS`, and sent to each peer (one JSON notification
-per POST to `/internal/api/notify`, or per UDP datagram). Inbound: a notification reaches
-one worker process of the instance (whichever accepted it), which applies it and relays it
-to its sibling processes over Unix datagram sockets, so every waiter is woken.
+per POST to `/internal/api/notify`, or per UDP datagram). Every HTTP peer has a worker of
+its own with a 0.5 s timeout (peer_sender.py), so a dead peer delays no other. Inbound: a
+notification reaches one worker process of the instance (whichever accepted it), which
+applies it and relays it to its sibling processes over Unix datagram sockets, so every
+waiter is woken. With `QUEEN_PEER_SECRET` set, notifications carry the secret (HTTP
+header) or an HMAC-SHA256 tag (UDP), and those without a valid one are dropped and counted
+(peer_auth.py). The UDP receiver binds `QUEEN_UDP_BIND` (loopback unless configured).
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
-import http.client
 import logging
 import os
 import socket
@@ -26,6 +29,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from queen_threads.errors import ValidationError
+from queen_threads.services.peer_auth import PeerAuth
+from queen_threads.services.peer_sender import HttpPeer
 
 log = logging.getLogger("queen_threads.peers")
 
@@ -85,7 +90,7 @@ class SiblingBus:
 
     def __init__(self, instance_port: int) -> None:
         self.dir = os.path.join(tempfile.gettempdir(), f"queen-threads-{instance_port}")
-        os.makedirs(self.dir, exist_ok=True)
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
         self.path = os.path.join(self.dir, f"w{os.getpid()}.sock")
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path)
@@ -136,14 +141,20 @@ class PeerService:
         batch_ms: int,
         host: str,
         port: int,
+        secret: str = "",
+        udp_bind: str = "127.0.0.1",
     ) -> None:
         self.apply = apply
+        self.auth = PeerAuth(secret)
         self.http_peers = [p.rstrip("/") for p in http_peers if not is_self(p, host, port)]
+        self._http = [HttpPeer(url, self.auth.headers()) for url in self.http_peers]
         self.udp_peers = [udp_address(p, udp_port) for p in udp_peers]
         self.udp_port = udp_port
+        self.udp_bind = udp_bind
         self.batch_s = batch_ms / 1000.0
         self.port = port
-        self.sent = self.received = self.errors = 0
+        self.sent = self.received = self.errors = 0  # UDP sent/errors; received: both
+        self.rejected = {"http": 0, "udp": 0}
         self._pending: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -166,48 +177,33 @@ class PeerService:
         self._wake.set()
 
     def _sender(self) -> None:
-        conns: dict[str, http.client.HTTPConnection] = {}
         udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         while not self._stop.is_set():
             self._wake.wait(1.0)
             self._wake.clear()
             self._stop.wait(self.batch_s)
             with self._lock:
-                events, self._pending = list(self._pending.values()), {}
-            for event in events:
-                body = orjson.dumps(to_wire(event))
-                for peer in self.http_peers:
-                    self._post(conns, peer, body)
+                pending, self._pending = self._pending, {}
+            if not pending:
+                continue
+            bodies = {key: orjson.dumps(to_wire(event)) for key, event in pending.items()}
+            for peer in self._http:  # each peer's own worker sends (no peer waits for another)
+                peer.offer(bodies)
+            for body in bodies.values():
+                datagram = self.auth.sign(body)
                 for addr in self.udp_peers:
                     try:
-                        udp.sendto(body, addr)
+                        udp.sendto(datagram, addr)
                         self.sent += 1
                     except OSError:
                         self.errors += 1
         udp.close()
 
-    def _post(self, conns: dict[str, http.client.HTTPConnection], peer: str, body: bytes) -> None:
-        parts = urlsplit(peer if "://" in peer else f"http://{peer}")
-        for attempt in (1, 2):  # a kept-alive connection may have been closed by the peer
-            conn = conns.get(peer) or http.client.HTTPConnection(
-                parts.hostname or "localhost", parts.port or 80, timeout=2
-            )
-            conns[peer] = conn
-            try:
-                conn.request(
-                    "POST", "/internal/api/notify", body, {"Content-Type": "application/json"}
-                )
-                conn.getresponse().read()
-                self.sent += 1
-                return
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                conns.pop(peer, None)
-                if attempt == 2:
-                    self.errors += 1
-                    log.debug("notify %s failed: %s", peer, exc)
-
     # -- inbound ----------------------------------------------------------------------
+    def reject(self, transport: str) -> None:
+        """A notification without a valid secret or tag: counted and dropped."""
+        self.rejected[transport] += 1
+
     def receive(self, event: dict[str, Any]) -> None:
         """A notification from a peer (HTTP or UDP): apply here and relay to siblings."""
         self.received += 1
@@ -219,13 +215,18 @@ class PeerService:
         assert self._udp is not None
         while not self._stop.is_set():
             try:
-                data = self._udp.recv(MAX_DATAGRAM)
-                event = from_wire(orjson.loads(data))
-            except (orjson.JSONDecodeError, ValidationError):
-                continue
+                data = self._udp.recv(MAX_DATAGRAM + 64)
             except OSError:
                 if self._stop.is_set():
                     return
+                continue
+            payload = self.auth.open(data)
+            if payload is None:
+                self.reject("udp")
+                continue
+            try:
+                event = from_wire(orjson.loads(payload))
+            except (orjson.JSONDecodeError, ValidationError):
                 continue
             if event is not None:
                 self.receive(event)
@@ -243,13 +244,21 @@ class PeerService:
     def start(self) -> None:
         self._bus = SiblingBus(self.port)
         self._spawn(self._bus_receiver, "queen-siblings")
+        if self.enabled and not self.auth.enabled:
+            log.warning(
+                "peer notifications are unauthenticated: set QUEEN_PEER_SECRET (the same on "
+                "every instance) so that only peers can wake long polls"
+            )
         if self.enabled:
             self._spawn(self._sender, "queen-peer-sender")
+        for peer in self._http:
+            peer.start()
         if self.udp_peers:
-            self._udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            family = socket.AF_INET6 if ":" in self.udp_bind else socket.AF_INET
+            self._udp = socket.socket(family, socket.SOCK_DGRAM)
             self._udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             self._udp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            self._udp.bind(("0.0.0.0", self.udp_port))
+            self._udp.bind((self.udp_bind, self.udp_port))
             self._spawn(self._udp_receiver, "queen-udp")
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -258,6 +267,8 @@ class PeerService:
     def stop(self) -> None:
         self._stop.set()
         self._wake.set()
+        for peer in self._http:
+            peer.stop()
         for closable in (self._udp, self._bus):
             if closable is not None:
                 with contextlib.suppress(OSError):
@@ -267,7 +278,11 @@ class PeerService:
         return {
             "httpPeers": self.http_peers,
             "udpPeers": [f"{h}:{p}" for h, p in self.udp_peers],
-            "sent": self.sent,
+            "sent": self.sent + sum(p.sent for p in self._http),
             "received": self.received,
-            "errors": self.errors,
+            "errors": self.errors + sum(p.errors for p in self._http),
+            "dropped": sum(p.dropped for p in self._http),
+            "rejected": dict(self.rejected),
+            "authenticated": self.auth.enabled,
+            "udpBind": f"{self.udp_bind}:{self.udp_port}" if self.udp_peers else None,
         }

@@ -179,6 +179,16 @@ class PromMetrics:
         self.poll_wakeups = Counter(
             "queen_poll_worker_wakeups_total", "Poll-worker wake-ups by source.", ["source"]
         )
+        self.peer_rejected = Counter(
+            "queen_peer_notifications_rejected_total",
+            "Peer notifications dropped for a missing or wrong QUEEN_PEER_SECRET, by transport.",
+            ["transport"],
+        )
+        self.listener_events = Counter(
+            "queen_wakeup_listener_events_total",
+            "LISTEN/NOTIFY listener: reconnects, errors (failures of any kind).",
+            ["event"],
+        )
         self.start_time = Gauge(
             "queen_worker_start_time_seconds",
             "Start time of each worker process (one series per pid).",
@@ -511,6 +521,7 @@ class Sampler:
         self.interval_s = interval_s
         self._last_totals: dict[str, int] = {}
         self._last_wakeups: dict[str, int] = {}
+        self._last_counts: dict[tuple[int, str], int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         metrics = prom()
@@ -555,6 +566,18 @@ class Sampler:
                 if delta > 0:
                     metrics.poll_wakeups.labels(source).inc(delta)
                 self._last_wakeups[source] = int(value)
+            for transport, value in rt.peers.rejected.items():
+                self._add(metrics.peer_rejected, transport, value)
+            self._add(metrics.listener_events, "reconnects", rt.listener.reconnects)
+            self._add(metrics.listener_events, "errors", rt.listener.errors)
+
+    def _add(self, counter: Counter, label: str, total: int) -> None:
+        """Bring `counter{label}` up to this process's running `total`."""
+        key = (id(counter), label)
+        delta = total - self._last_counts.get(key, 0)
+        if delta > 0:
+            counter.labels(label).inc(delta)
+        self._last_counts[key] = total
 
 
 # -- scrape ---------------------------------------------------------------------------------------
