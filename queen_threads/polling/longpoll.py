@@ -70,8 +70,9 @@ class LongPollService:
         503). If writing a 200 fails, pass its ``lease_ids`` to :meth:`release`.
         ``watch(nudge)``, when given, arranges for ``nudge()`` to be called when the
         client may have gone (its socket became readable) and returns a cancel function:
-        the disconnect check then runs on that event instead of only every
-        ``check_every_s`` seconds, so idle waiters cost nothing.
+        the disconnect check then runs on that event instead of every ``check_every_s``
+        seconds, so an idle waiter does not wake at all before its deadline (after a nudge
+        that was not a departure, e.g. pipelined bytes, it checks periodically again).
         """
         request_id = intention.request_id
         queue = self._responses.queue_for(intention.worker_id)
@@ -90,7 +91,7 @@ class LongPollService:
             self._withdraw(intention, deliverable=False)
             raise
         try:
-            return self._wait(intention, queue, is_disconnected)
+            return self._wait(intention, queue, is_disconnected, event_driven=cancel is not None)
         finally:
             if cancel is not None:
                 cancel()
@@ -100,6 +101,8 @@ class LongPollService:
         intention: PollIntention,
         queue: ResponseQueue,
         is_disconnected: Callable[[], bool] | None,
+        *,
+        event_driven: bool = False,
     ) -> Response | None:
         request_id = intention.request_id
         try:
@@ -107,12 +110,16 @@ class LongPollService:
                 remaining = intention.deadline + self._grace_s - self._clock()
                 if remaining <= 0:
                     break
-                response = queue.wait(request_id, min(self._check_every_s, remaining))
+                step = remaining if event_driven else min(self._check_every_s, remaining)
+                response = queue.wait(request_id, step)
                 if response is not None:
                     return response
+                if self._clock() >= intention.deadline + self._grace_s:
+                    break  # waited to the end
                 if is_disconnected is not None and is_disconnected():
                     self._withdraw(intention, deliverable=False)
                     return None
+                event_driven = False  # nudged for something else: the watch has fired
         except BaseException:
             # Killed while waiting (greenlet kill, worker exit): leave nothing behind.
             self._withdraw(intention, deliverable=False)

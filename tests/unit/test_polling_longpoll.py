@@ -173,3 +173,31 @@ def test_interrupt_wakes_a_waiter_once_without_an_answer() -> None:
     assert time.monotonic() - started >= 0.04, "the interrupt was one-shot"
     assert queue.post("r", 204, None, ())
     assert queue.wait("r", 0) == Response(204, None, ())
+
+
+@pytest.mark.parametrize(("watched", "expect_checks"), [(True, False), (False, True)])
+def test_a_watched_waiter_does_not_wake_before_its_deadline(
+    watched: bool, expect_checks: bool
+) -> None:
+    service = LongPollService(
+        PollIntentionRegistry(worker_count=1),
+        FakeWaker(),
+        ResponseQueues(),
+        InMemoryPopper(),
+        grace_s=0.05,
+        check_every_s=0.01,
+    )
+    checks: list[float] = []
+
+    def is_disconnected() -> bool:
+        checks.append(time.monotonic())
+        return False
+
+    def watch(nudge: Callable[[], None]) -> Callable[[], None]:
+        return lambda: None  # never nudged: the client stays
+
+    intention = make_intention("r1", queue="q", created_at=time.monotonic(), timeout_s=0.3)
+    # no poll worker runs: the waiter answers 204 itself after deadline + grace
+    answer = service.wait_for(intention, is_disconnected, watch if watched else None)
+    assert answer == NO_CONTENT
+    assert bool(checks) is expect_checks, f"{len(checks)} periodic checks"
