@@ -170,6 +170,12 @@ class PromMetrics:
             "Processes whose LISTEN/NOTIFY connection is up.",
             multiprocess_mode="livesum",
         )
+        self.maintenance_applied = Gauge(
+            "queen_worker_maintenance_mode",
+            "1 while this worker process applies push maintenance mode (refreshed from the "
+            "database about once a second), per process.",
+            multiprocess_mode="liveall",
+        )
         self.poll_worker = Counter(
             "queen_poll_worker_events_total",
             "Poll-worker events: rounds, pops (database calls), delivered, timed_out, "
@@ -549,6 +555,7 @@ class Sampler:
         metrics.pool_connections.labels("in_use").set(pool["inUse"])
         metrics.pool_waiting.set(pool["waitingRequests"])
         metrics.listener_connected.set(1 if rt.listener.connected.is_set() else 0)
+        metrics.maintenance_applied.set(1 if rt.maintenance.push_on else 0)
         stats: dict[str, Any] = rt.polling.stats()
         registry = stats.get("registry") or {}
         for kind in ("intentions", "groups", "in_flight", "backoff_states", "capacity"):

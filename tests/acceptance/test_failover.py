@@ -6,70 +6,26 @@ is stored exactly once, in push order per partition. Maintenance mode on the rea
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import signal
 import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import orjson
-import psutil
 import psycopg2
+from prometheus_client.parser import text_string_to_metric_families
 
 from queen_threads import migrate
 from queen_threads.embedded import EmbeddedPostgres
 from queen_threads.services.file_buffer import encode_record
+from tests.support.outage import OutageServer as Server
+from tests.support.outage import kill_hard, wait_for
 from tests.support.server import ServerProcess
 
 API = "/api/v1"
 BATCH_SIZES = (1, 7, 25, 3, 60, 13, 100, 2, 40, 9)
-
-
-class Server(ServerProcess):
-    """A server that may start while PostgreSQL is down: ready once it answers HTTP."""
-
-    def wait_healthy(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited early:\n{self.logs()}")
-            try:
-                if httpx.get(f"{self.url}{API}/status/buffers", timeout=2).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        raise RuntimeError(f"server not answering in {timeout}s:\n{self.logs()}")
-
-
-def kill_hard(srv: ServerProcess) -> None:
-    """SIGKILL the gunicorn master and every worker at once (no clean shutdown at all)."""
-    assert srv.proc is not None
-    master = psutil.Process(srv.proc.pid)
-    procs = [master, *master.children(recursive=True)]
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.send_signal(signal.SIGKILL)
-    srv.proc.wait(10)
-    _, alive = psutil.wait_procs(procs, timeout=10)
-    for proc in alive:  # orphaned workers may stay zombies until something reaps them
-        with contextlib.suppress(psutil.NoSuchProcess):
-            assert proc.status() == psutil.STATUS_ZOMBIE, proc
-
-
-def wait_for(check: Callable[[], Any], timeout: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def buffers(srv: ServerProcess) -> dict[str, Any]:
@@ -219,12 +175,17 @@ def test_maintenance_mode_on_the_real_server(migrated_dsn: str, tmp_path: Path) 
         assert r.status_code == 200 and r.json()["maintenanceMode"] is True
 
         def both_workers_see_it() -> bool:
-            """Every worker process picks the switch up within about a second."""
-            seen = {}
-            for _ in range(20):  # new connections land on either worker
-                status = httpx.get(f"{url}/status/buffers").json()
-                seen[status["worker"]] = status["maintenanceMode"]
-            return len(seen) == 2 and all(seen.values())
+            """Every worker process picks the switch up within about a second; each one
+            reports its own state in the cross-process Prometheus exposition, whichever
+            process answers the scrape."""
+            text = httpx.get(f"{srv.url}/metrics/prometheus").text
+            applied = [
+                sample.value
+                for family in text_string_to_metric_families(text)
+                for sample in family.samples
+                if sample.name == "queen_worker_maintenance_mode"
+            ]
+            return len(applied) == 2 and all(v == 1 for v in applied)
 
         wait_for(both_workers_see_it, timeout=10, what="both workers in maintenance")
         for batch in batches(100):

@@ -85,30 +85,24 @@ def test_text_format_parses_and_names_every_family(prom_server: ServerProcess) -
     assert expected <= families, sorted(expected - families)
 
 
+def worker_pids(samples: Samples) -> set[str]:
+    """The live worker processes, from their own start-time gauges (whichever answers)."""
+    return {s.labels["pid"] for s in samples if s.name == "queen_worker_start_time_seconds"}
+
+
 def test_counters_sum_over_both_worker_processes(prom_server: ServerProcess) -> None:
     url = prom_server.url
     q = f"prom-{uuid.uuid4().hex[:8]}"
     n = 40
-    pids: set[int] = set()
     for _ in range(n):
-        push(url, q)  # a fresh connection each time: both processes take requests
-    for _ in range(30):
-        pids.add(httpx.get(f"{url}/metrics", timeout=5).json()["worker"]["pid"])
-    assert len(pids) == 2, "the test needs both worker processes to answer"
-
-    # Whichever process answers, the total is the sum over both.
+        push(url, q)  # a fresh connection each time: either process may take it
+    # Whichever process answers each scrape, the total is the sum over both (the test does
+    # not depend on how the kernel spread the pushes: any split must add up to n).
     for _ in range(10):
         samples = scrape(url)
         assert value(samples, "queen_messages_pushed_total", queue=q, status="queued") == n
         assert value(samples, "queen_worker_processes") == 2
-        assert len([s for s in samples if s.name == "queen_worker_start_time_seconds"]) == 2
-
-    # The per-process JSON numbers add up to the same total.
-    per_pid: dict[int, int] = {}
-    for _ in range(30):
-        body = httpx.get(f"{url}/metrics", timeout=5).json()
-        per_pid[body["worker"]["pid"]] = body["messages"]["pushed"]["total"]
-    assert len(per_pid) == 2
+        assert len(worker_pids(samples)) == 2
 
 
 def test_numbers_move_when_traffic_flows(prom_server: ServerProcess) -> None:
@@ -174,21 +168,17 @@ def test_a_killed_worker_keeps_its_counts_and_leaves_the_live_gauges(
         q = f"kill-{uuid.uuid4().hex[:8]}"
         for _ in range(20):
             push(srv.url, q)
-        pids = {
-            httpx.get(f"{srv.url}/metrics", timeout=5).json()["worker"]["pid"] for _ in range(30)
-        }
+        pids = worker_pids(scrape(srv.url))
         assert len(pids) == 2
-        victim = min(pids)
+        victim = int(min(pids))
         os.kill(victim, signal.SIGKILL)
 
         def replaced() -> bool:
-            seen = set()
-            for _ in range(20):
-                try:
-                    seen.add(httpx.get(f"{srv.url}/metrics", timeout=5).json()["worker"]["pid"])
-                except httpx.HTTPError:
-                    return False
-            return victim not in seen and len(seen) == 2
+            try:
+                pids_now = worker_pids(scrape(srv.url))
+            except httpx.HTTPError:
+                return False
+            return str(victim) not in pids_now and len(pids_now) == 2
 
         eventually(replaced, timeout=30)
         samples = scrape(srv.url)
