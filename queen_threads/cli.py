@@ -8,16 +8,21 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 from types import FrameType
 
 from queen_threads import logs, migrate
-from queen_threads.embedded import EmbeddedPostgres
-from queen_threads.errors import ConfigError, MigrationError
+from queen_threads.embedded import EmbeddedPostgres, EmbeddedStartError
+from queen_threads.errors import ConfigError, MigrationDeferred, MigrationError
 from queen_threads.paths import GUNICORN_CONFIG
 from queen_threads.settings import Settings, load_settings
 
 log = logging.getLogger("queen_threads.cli")
+
+
+# `serve` waits this long for the embedded PostgreSQL, then serves while it finishes starting.
+EMBEDDED_START_WAIT_S = 10
+EMBEDDED_RETRY_MAX_S = 30.0
 
 
 def resolve_database(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
@@ -28,23 +33,54 @@ def resolve_database(settings: Settings) -> tuple[str, EmbeddedPostgres | None]:
     return embedded.start(), embedded
 
 
-def migrate_with_retry(dsn: str, attempts: int = 20) -> None:
-    for attempt in range(1, attempts + 1):
+def database_to_serve(
+    settings: Settings, stopping: threading.Event
+) -> tuple[str, EmbeddedPostgres | None]:
+    """Like resolve_database, but a database that is down never keeps the server from
+    starting: an embedded PostgreSQL that does not start is started again in the
+    background (same port) until it does or `stopping` is set."""
+    if not settings.uses_embedded_database:
+        return settings.dsn(), None
+    embedded = EmbeddedPostgres(settings.data_dir, settings.embedded_pg_port)
+    try:
+        return embedded.start(EMBEDDED_START_WAIT_S), embedded
+    except EmbeddedStartError as exc:
+        log.error("%s; serving anyway, starting it again in the background", exc)
+    threading.Thread(
+        target=keep_starting, args=(embedded, stopping), name="embedded-pg", daemon=True
+    ).start()
+    return embedded.dsn, embedded
+
+
+def keep_starting(embedded: EmbeddedPostgres, stopping: threading.Event) -> None:
+    delay = 1.0
+    while not stopping.wait(delay):
         try:
-            applied = migrate.migrate(dsn)
-            log.info("schema up to date (%d files applied)", len(applied))
+            embedded.restart()
+            log.warning("embedded PostgreSQL started on port %d after all", embedded.port)
             return
-        except MigrationError as exc:
-            if attempt == attempts:
-                raise
-            log.warning("migration attempt %d failed: %s", attempt, exc)
-            time.sleep(min(0.25 * attempt, 2.0))
+        except EmbeddedStartError as exc:
+            log.error("%s; trying again in %.0f s", exc, delay)
+        delay = min(delay * 2, EMBEDDED_RETRY_MAX_S)
+
+
+def migrate_before_serving(dsn: str, connect_timeout_s: int) -> None:
+    """One attempt, so that a reachable database is up to date before the first request.
+    An unreachable one does not hold the server back: every worker keeps trying in the
+    background (runtime.py); pushes are buffered and pops answer 503 meanwhile."""
+    try:
+        applied = migrate.migrate(dsn, connect_timeout_s)
+    except MigrationDeferred as exc:
+        log.warning("%s; serving anyway, the schema is migrated once it answers", exc)
+        return
+    log.info("schema up to date (%d files applied)", len(applied))
 
 
 def cmd_migrate(settings: Settings) -> int:
     dsn, embedded = resolve_database(settings)
     try:
-        migrate_with_retry(dsn, attempts=1)
+        applied = migrate.migrate(dsn)
+        log.info("schema up to date (%d files applied)", len(applied))
     finally:
         if embedded is not None and embedded.started_here:
             embedded.stop()
@@ -52,9 +88,10 @@ def cmd_migrate(settings: Settings) -> int:
 
 
 def cmd_serve(settings: Settings) -> int:
-    dsn, embedded = resolve_database(settings)
+    stopping = threading.Event()
+    dsn, embedded = database_to_serve(settings, stopping)
     try:
-        migrate_with_retry(dsn)
+        migrate_before_serving(dsn, max(1, settings.db_connection_timeout_ms // 1000))
         env = dict(os.environ, DATABASE_URL=dsn)
         cmd = [
             sys.executable,
@@ -80,6 +117,7 @@ def cmd_serve(settings: Settings) -> int:
         )
         return proc.wait()
     finally:
+        stopping.set()
         if embedded is not None and embedded.started_here:
             embedded.stop()
 

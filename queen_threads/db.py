@@ -79,10 +79,11 @@ def connection_kwargs(
 
 
 def make_cooperative() -> None:
-    """Make psycopg2 yield to other greenlets while it waits on the network (gevent)."""
-    from psycogreen.gevent import patch_psycopg
+    """Make psycopg2 yield to other greenlets while it waits on the network (gevent);
+    connection attempts keep their connect timeout (see green_wait.py)."""
+    from queen_threads.green_wait import gevent_wait
 
-    patch_psycopg()
+    psycopg2.extensions.set_wait_callback(gevent_wait)
 
 
 def translate(exc: BaseException) -> Exception:
@@ -122,10 +123,16 @@ class Pool:
     DatabaseUnavailable. Idle connections whose socket became readable (the server closed
     them, e.g. after a PostgreSQL restart) are discarded at checkout, and a connection
     error empties the idle list, so the next requests succeed on fresh connections.
+
+    `reachable` is what the last attempt to use the database said: None before the first
+    one, False after a failed connect or a lost connection (`last_error` says why), True
+    after a success. Reading it costs no round trip.
     """
 
     def __init__(self, config: PoolConfig) -> None:
         self.config = config
+        self.reachable: bool | None = None
+        self.last_error: str | None = None
         self._idle: deque[Connection] = deque()
         self._size = 0
         self._waiting = 0
@@ -177,13 +184,21 @@ class Pool:
             conn = self._take()
             if conn is None:
                 try:
-                    return self._open()
+                    opened = self._open()
                 except Exception as exc:
                     self._forget()
-                    raise translate(exc) from exc
+                    error = translate(exc)
+                    self.note_unreachable(str(error))
+                    raise error from exc
+                self.reachable = True
+                return opened
             if _looks_alive(conn):
                 return conn
             self._discard(conn)
+
+    def note_unreachable(self, error: str) -> None:
+        self.reachable = False
+        self.last_error = error
 
     def release(self, conn: Connection, broken: bool = False) -> None:
         if broken or conn.closed or self._closed:
@@ -259,11 +274,17 @@ class Database:
         broken = False
         try:
             yield conn
+            self.pool.reachable = True
         except psycopg2.Error as exc:
             broken = _is_connection_error(exc) or conn.closed != 0
+            error = translate(exc)
+            if conn.closed:  # the link itself is gone, not just this statement
+                self.pool.note_unreachable(str(error))
+            else:
+                self.pool.reachable = True  # the server answered (with an error)
             if broken:
                 self.pool.flush_idle()
-            raise translate(exc) from exc
+            raise error from exc
         finally:
             self.pool.release(conn, broken=broken)
 

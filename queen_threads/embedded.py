@@ -23,6 +23,10 @@ log = logging.getLogger("queen_threads.embedded")
 SYSTEM_USER = "pgserver"
 
 
+class EmbeddedStartError(ConfigError):
+    """The cluster exists but its server did not start (port taken, disk full, ...)."""
+
+
 def _bin(name: str) -> str:
     with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
         warnings.simplefilter("ignore")
@@ -100,7 +104,11 @@ class EmbeddedPostgres:
         lines = pidfile.read_text().splitlines()
         return int(lines[3]) if len(lines) > 3 and lines[3].strip().isdigit() else None
 
-    def start(self) -> str:
+    def start(self, wait_s: int = 60) -> str:
+        """Start the server (or find it running) and return its DSN. Waits up to `wait_s`
+        for it to accept connections; a server still starting then (e.g. replaying its
+        WAL after a kill) is left to finish and its DSN returned (connections fail with
+        "the database system is starting up" until it is ready)."""
         self._prepare()
         self._initdb()
         existing = self.running_port()
@@ -115,12 +123,17 @@ class EmbeddedPostgres:
         )
         res = self._run(
             _bin("pg_ctl"), "-D", str(self.pgdata), "-l", str(self.logfile), "-o", opts,
-            "-w", "-t", "60", "start", timeout=90,
+            "-w", "-t", str(wait_s), "start", timeout=wait_s + 30,
         )  # fmt: skip
-        if res.returncode != 0:
+        if res.returncode != 0 and self.running_port() != self.port:
             tail = self.logfile.read_text()[-2000:] if self.logfile.exists() else ""
-            raise ConfigError(f"embedded PostgreSQL did not start: {res.stderr.strip()}\n{tail}")
+            raise EmbeddedStartError(
+                f"embedded PostgreSQL did not start: {res.stderr.strip()}\n{tail}"
+            )
         self.started_here = True
+        if res.returncode != 0:
+            log.warning("embedded PostgreSQL on port %d is still starting up", self.port)
+            return self.dsn
         log.info("embedded PostgreSQL started on port %d (data: %s)", self.port, self.pgdata)
         return self.dsn
 

@@ -46,3 +46,7 @@ class DecryptionError(QueenError):
 
 class MigrationError(QueenError):
     """The schema could not be brought up to date."""
+
+
+class MigrationDeferred(MigrationError):
+    """The database could not be reached (or was busy): the migration can run later."""

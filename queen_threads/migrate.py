@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from queen_threads import db, queries
-from queen_threads.errors import MigrationError, QueenError
+from queen_threads.errors import DatabaseUnavailable, MigrationDeferred, MigrationError, QueenError
 from queen_threads.paths import FUNCTIONS_DIR, MIGRATIONS_DIR
 
 log = logging.getLogger("queen_threads.migrate")
@@ -49,10 +49,14 @@ def schema_files(
     return files
 
 
-def migrate(dsn: str) -> list[str]:
-    """Apply what is missing or changed; returns the names applied. Idempotent."""
+def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
+    """Apply what is missing or changed; returns the names applied. Idempotent.
+    MigrationDeferred when the database cannot be reached (nothing was applied then, or
+    what was is committed and the next run goes on from there)."""
     try:
-        conn = db.connect_raw(dsn)
+        conn = db.connect_raw(dsn, connect_timeout_s)
+    except DatabaseUnavailable as exc:
+        raise MigrationDeferred(f"cannot connect to the database: {exc}") from exc
     except QueenError as exc:
         raise MigrationError(f"cannot connect to the database: {exc}") from exc
     applied_now: list[str] = []
@@ -75,7 +79,10 @@ def migrate(dsn: str) -> list[str]:
     except Exception as exc:
         if isinstance(exc, MigrationError):
             raise
-        raise MigrationError(f"migration failed: {db.translate(exc)}") from exc
+        error = db.translate(exc)
+        if isinstance(error, DatabaseUnavailable):
+            raise MigrationDeferred(f"migration interrupted: {error}") from exc
+        raise MigrationError(f"migration failed: {error}") from exc
     finally:
         conn.close()
     for name in applied_now:
@@ -91,7 +98,11 @@ def _apply(conn: db.Connection, f: SchemaFile) -> None:
             cur.execute(queries.get("record_migration"), (f.version, f.name, f.kind, f.checksum))
         conn.commit()
     except Exception as exc:
-        conn.rollback()
-        raise MigrationError(f"{f.name}: {db.translate(exc)}") from exc
+        if not conn.closed:
+            conn.rollback()
+        error = db.translate(exc)
+        deferred = isinstance(error, DatabaseUnavailable)
+        raise (MigrationDeferred if deferred else MigrationError)(f"{f.name}: {error}") from exc
     finally:
-        conn.autocommit = True
+        if not conn.closed:
+            conn.autocommit = True

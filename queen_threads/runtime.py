@@ -15,7 +15,7 @@ import time
 from queen_threads import __version__, migrate
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
-from queen_threads.errors import MigrationError
+from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.services.file_buffer import FileBuffer
 from queen_threads.services.listener import WakeupListener
 from queen_threads.services.maintenance import Maintenance
@@ -37,6 +37,8 @@ from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
 
 log = logging.getLogger("queen_threads.runtime")
+
+UNAVAILABLE_RETRY_S = 2  # Retry-After of a pop refused while the database is down
 
 
 def pool_config(settings: Settings, dsn: str) -> PoolConfig:
@@ -84,6 +86,7 @@ class Runtime:
         self.queues.sinks.append(self.peers)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
+        self.schema_error: str | None = None  # why the last migration attempt failed
         self._stopping = threading.Event()
         self._shutdown_lock = threading.Lock()
         self.maintenance = Maintenance(self.db)
@@ -123,15 +126,34 @@ class Runtime:
     def _ensure_schema(self) -> None:
         """Apply migrations; while the database is down keep trying in the background."""
         delay = 0.5
+        timeout_s = self.db.pool.config.connect_timeout_s
         while not self._stopping.is_set():
             try:
-                migrate.migrate(self.dsn)
+                migrate.migrate(self.dsn, timeout_s)
                 self.schema_ready.set()
+                self.schema_error = None
                 return
             except MigrationError as exc:
+                self.schema_error = str(exc)
                 log.warning("schema not ready yet: %s", exc)
             self._stopping.wait(delay)
             delay = min(delay * 2, 5.0)
+
+    def require_database(self) -> None:
+        """Raise DatabaseUnavailable (503 + Retry-After) when PostgreSQL is known to be
+        unreachable, or reachable without its schema. Costs no round trip, except once per
+        process before anything used the database (a ping then finds out)."""
+        pool = self.db.pool
+        if pool.reachable is None:
+            self.db.ping()
+        if pool.reachable is False:
+            raise DatabaseUnavailable(
+                pool.last_error or "database unavailable", UNAVAILABLE_RETRY_S
+            )
+        if self.schema_error is not None and not self.schema_ready.is_set():
+            raise DatabaseUnavailable(
+                f"database schema not ready yet: {self.schema_error}", UNAVAILABLE_RETRY_S
+            )
 
     def begin_shutdown(self) -> None:
         """SIGTERM: refuse new long polls, answer every waiting one with 204 at once and

@@ -24,4 +24,6 @@ class Health:
             "version": self.runtime.version,
             "schema": "ready" if self.runtime.schema_ready.is_set() else "pending",
         }
+        if not connected:
+            body["error"] = self.runtime.db.pool.last_error or "database unavailable"
         media(resp, body, 200 if connected else 503)

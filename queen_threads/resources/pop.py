@@ -77,6 +77,7 @@ class Pop:
         if self.runtime.maintenance.pop_on:  # pop maintenance mode: nothing, at once
             resp.status = 204
             return
+        self.runtime.require_database()  # database down: 503 + Retry-After, long polls too
         s = self.runtime.settings
         timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
         if bool_param(req, "wait") and timeout > 0:

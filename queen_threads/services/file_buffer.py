@@ -58,7 +58,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import orjson
 
-from queen_threads.errors import DatabaseUnavailable, Unavailable
+from queen_threads.errors import DatabaseError, DatabaseUnavailable, Unavailable
 from queen_threads.services.maintenance import Maintenance
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
@@ -520,8 +520,9 @@ class FileBuffer:
 
     # -- push path ---------------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]], direct: PushFn) -> list[dict[str, Any]]:
-        """Push through `direct` (the database); buffer when it is unreachable or when
-        maintenance mode is on. `direct` gets copies (the store may encrypt in place)."""
+        """Push through `direct` (the database); buffer when it is unreachable, when its
+        schema is not applied yet, or when maintenance mode is on. `direct` gets copies
+        (the store may encrypt in place)."""
         if self.maintenance.push_on:
             return self.buffer(items, "maintenance mode is on")
         try:
@@ -529,6 +530,12 @@ class FileBuffer:
         except DatabaseUnavailable as exc:
             self._set_healthy(False, str(exc))
             return self.buffer(items, str(exc))
+        except DatabaseError as exc:
+            if self.ready():
+                raise
+            # The database answers but this process has not applied the schema yet (a
+            # first start during an outage): keep the push; it is replayed once it is.
+            return self.buffer(items, f"database schema not ready yet: {exc}")
         self._set_healthy(True)
         return results
 
