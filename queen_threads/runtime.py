@@ -39,6 +39,7 @@ from queen_threads.store import QueueStore
 log = logging.getLogger("queen_threads.runtime")
 
 UNAVAILABLE_RETRY_S = 2  # Retry-After of a pop refused while the database is down
+SCHEMA_RETRY_MAX_S = 2.0  # longest pause between migration attempts at start
 
 
 def pool_config(settings: Settings, dsn: str) -> PoolConfig:
@@ -124,20 +125,25 @@ class Runtime:
         self.polling.pool.wake_all("notify")
 
     def _ensure_schema(self) -> None:
-        """Apply migrations; while the database is down keep trying in the background."""
+        """Apply migrations; while the database is down keep trying in the background
+        (every SCHEMA_RETRY_MAX_S at most, so the replay starts soon after it is back).
+        A failure is logged as a warning when its reason changes, else at debug level."""
         delay = 0.5
         timeout_s = self.db.pool.config.connect_timeout_s
         while not self._stopping.is_set():
             try:
                 migrate.migrate(self.dsn, timeout_s)
+                if self.schema_error is not None:
+                    log.warning("schema ready; the database answers again")
                 self.schema_ready.set()
                 self.schema_error = None
                 return
             except MigrationError as exc:
+                level = logging.DEBUG if str(exc) == self.schema_error else logging.WARNING
                 self.schema_error = str(exc)
-                log.warning("schema not ready yet: %s", exc)
+                log.log(level, "schema not ready yet: %s", exc)
             self._stopping.wait(delay)
-            delay = min(delay * 2, 5.0)
+            delay = min(delay * 2, SCHEMA_RETRY_MAX_S)
 
     def require_database(self) -> None:
         """Raise DatabaseUnavailable (503 + Retry-After) when PostgreSQL is known to be
