@@ -13,14 +13,14 @@ import threading
 import time
 
 from queen_threads import __version__, migrate
+from queen_threads.background.maintenance import Maintenance
+from queen_threads.background.retention import RetentionServices
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
+from queen_threads.queue.polling import PollingService
+from queen_threads.queue.service import QueueService
 from queen_threads.services.file_buffer import FileBuffer
-from queen_threads.services.listener import WakeupListener
-from queen_threads.services.maintenance import Maintenance
-from queen_threads.services.peers import PeerService
-from queen_threads.services.polling import PollingService
 from queen_threads.services.prometheus import (
     Instruments,
     MeteredPollingService,
@@ -30,11 +30,11 @@ from queen_threads.services.prometheus import (
     count_buffered,
     observe_service,
 )
-from queen_threads.services.queue_service import QueueService
-from queen_threads.services.retention import RetentionServices
 from queen_threads.services.stats import RequestStats
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
+from queen_threads.wake.listener import WakeupListener
+from queen_threads.wake.peers import PeerService
 
 log = logging.getLogger("queen_threads.runtime")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import falcon
 
+from queen_threads.background.maintenance import POP_KEY, PUSH_KEY
 from queen_threads.errors import ValidationError
 from queen_threads.http.request import json_object, media
 from queen_threads.runtime import Runtime
-from queen_threads.services.maintenance import POP_KEY, PUSH_KEY
 
 
 def _enabled(req: falcon.Request, runtime: Runtime) -> bool:

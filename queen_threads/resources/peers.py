@@ -10,8 +10,8 @@ import falcon
 
 from queen_threads.http.request import json_body, media
 from queen_threads.runtime import Runtime
-from queen_threads.services.peer_auth import HEADER
-from queen_threads.services.peers import from_wire
+from queen_threads.wake.peer_auth import HEADER
+from queen_threads.wake.peers import from_wire
 
 STATUS = {"missing": 401, "wrong": 403}
 

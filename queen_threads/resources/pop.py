@@ -19,8 +19,8 @@ from queen_threads.errors import QueenError, Unavailable
 from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
 from queen_threads.http.request import bool_param, int_param, media, str_param
 from queen_threads.polling import PollingError
+from queen_threads.queue.popper import auto_ack_answer
 from queen_threads.runtime import Runtime
-from queen_threads.services.popper import auto_ack_answer
 
 log = logging.getLogger("queen_threads.pop")
 

@@ -59,7 +59,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import orjson
 
 from queen_threads.errors import DatabaseError, DatabaseUnavailable, Unavailable
-from queen_threads.services.maintenance import Maintenance
+from queen_threads.background.maintenance import Maintenance
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
 

@@ -38,8 +38,8 @@ from queen_threads import queries
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Params, PoolConfig
 from queen_threads.polling import PollIntention, Response
-from queen_threads.services.background import RunOutcome
-from queen_threads.services.polling import PollingService
+from queen_threads.background.exclusive import RunOutcome
+from queen_threads.queue.polling import PollingService
 from queen_threads.services.stats import RequestStats
 from queen_threads.store import QueueStore
 

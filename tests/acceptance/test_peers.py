@@ -18,7 +18,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from queen_threads.embedded import free_port
-from queen_threads.services.peer_auth import HEADER, PeerAuth
+from queen_threads.wake.peer_auth import HEADER, PeerAuth
 from tests.acceptance.test_long_poll import Waiter, assert_push_wakes, qname
 from tests.integration.test_listener import push_by_sql
 from tests.support.blackhole import BlackHole

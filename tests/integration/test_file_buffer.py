@@ -25,7 +25,7 @@ from queen_threads.services.file_buffer import (
     database_tag,
     encode_record,
 )
-from queen_threads.services.maintenance import Maintenance
+from queen_threads.background.maintenance import Maintenance
 from queen_threads.settings import load_settings
 from queen_threads.store import QueueStore
 

@@ -10,8 +10,8 @@ import psycopg2.extensions
 import pytest
 
 from queen_threads import db
+from queen_threads.background.exclusive import session
 from queen_threads.db import Connection, Database, Listener, PoolConfig, connect_raw
-from queen_threads.services.background import session
 
 
 def tcp_options(conn: Connection) -> dict[str, int]:

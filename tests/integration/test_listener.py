@@ -14,7 +14,7 @@ import psycopg2.extensions
 import pytest
 
 from queen_threads.db import Listener
-from queen_threads.services.listener import Backoff, WakeupListener, listen
+from queen_threads.wake.listener import Backoff, WakeupListener, listen
 
 Conn = psycopg2.extensions.connection
 

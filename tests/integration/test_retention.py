@@ -18,15 +18,15 @@ import psycopg2
 import psycopg2.extensions
 import pytest
 
-from queen_threads.db import Database
-from queen_threads.runtime import Runtime
-from queen_threads.services.background import ExclusiveService, Session, lock_key, session
-from queen_threads.services.retention import (
+from queen_threads.background.exclusive import ExclusiveService, Session, lock_key, session
+from queen_threads.background.retention import (
     EvictionJob,
     RetentionJob,
     cleanup_messages,
     cleanup_partitions,
 )
+from queen_threads.db import Database
+from queen_threads.runtime import Runtime
 from queen_threads.store import QueueStore
 
 QM = "__QUEUE_MODE__"

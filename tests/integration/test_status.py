@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queen_threads.services.background import session
-from queen_threads.services.retention import cleanup_messages
+from queen_threads.background.exclusive import session
+from queen_threads.background.retention import cleanup_messages
 from tests.integration.conftest import AdminApi
 
 

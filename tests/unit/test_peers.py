@@ -13,10 +13,10 @@ import pytest
 
 from queen_threads.embedded import free_port
 from queen_threads.errors import ConfigError, ValidationError
-from queen_threads.services.peer_auth import PeerAuth
-from queen_threads.services.peer_sender import TIMEOUT_S
-from queen_threads.services.peers import PeerService, from_wire, is_self, to_wire, udp_address
 from queen_threads.settings import load_settings
+from queen_threads.wake.peer_auth import PeerAuth
+from queen_threads.wake.peer_sender import TIMEOUT_S
+from queen_threads.wake.peers import PeerService, from_wire, is_self, to_wire, udp_address
 from tests.support.blackhole import BlackHole
 
 

@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from queen_threads.errors import DatabaseUnavailable
-from queen_threads.services.push_batcher import PushBatcher
+from queen_threads.queue.push_batcher import PushBatcher
 
 Items = list[dict[str, Any]]
 

@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from queen_threads.services.background import ExclusiveService, Observer, Session
+from queen_threads.background.exclusive import ExclusiveService, Observer, Session
 from queen_threads.settings import Settings
 
 KINDS = ("retention", "completed_retention", "max_wait_time_eviction")

@@ -29,8 +29,8 @@ from urllib.parse import urlsplit
 import orjson
 
 from queen_threads.errors import ValidationError
-from queen_threads.services.peer_auth import PeerAuth
-from queen_threads.services.peer_sender import HttpPeer
+from queen_threads.wake.peer_auth import PeerAuth
+from queen_threads.wake.peer_sender import HttpPeer
 
 log = logging.getLogger("queen_threads.peers")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from queen_threads.services.polling import PollingService
-from queen_threads.services.push_batcher import PushBatcher
+from queen_threads.queue.polling import PollingService
+from queen_threads.queue.push_batcher import PushBatcher
 from queen_threads.store import QueueStore
 
 WakeupSink = Callable[[dict[str, Any]], None]

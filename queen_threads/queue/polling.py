@@ -18,7 +18,7 @@ from queen_threads.polling import (
     ResponseQueues,
     Watch,
 )
-from queen_threads.services.popper import DbPopper
+from queen_threads.queue.popper import DbPopper
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
 
