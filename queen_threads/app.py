@@ -14,7 +14,7 @@ from queen_threads.resources.metrics import Metrics, PrometheusMetrics
 from queen_threads.resources.peers import Notify
 from queen_threads.resources.pop import Pop
 from queen_threads.resources.push import Push
-from queen_threads.resources.queues import Configure, Queue
+from queen_threads.resources.queues import Configure
 from queen_threads.resources.transaction import Transaction
 from queen_threads.runtime import Runtime
 
@@ -30,7 +30,6 @@ def create_app(runtime: Runtime) -> falcon.App:
     app.add_route("/metrics", Metrics(runtime))
     app.add_route("/metrics/prometheus", PrometheusMetrics(runtime))
     app.add_route(f"{API}/configure", Configure(runtime))
-    app.add_route(f"{API}/resources/queues/{{queue}}", Queue(runtime))
     app.add_route(f"{API}/push", Push(runtime))
     pop = Pop(runtime)
     app.add_route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", pop)

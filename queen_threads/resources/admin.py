@@ -1,91 +1,18 @@
 """Routes for administration and dashboards (DLQ, messages, consumer groups, traces,
-resource listings). Each route family lives in its own module; they register here.
-
-This module also holds the request-parsing helpers those families share (paging, ISO
-times, strict booleans, message keys); every one of them fails with a 400.
-"""
+resource listings). Each route family lives in its own module; they register here. Their
+shared parameter parsing is in `queen_threads/http/params.py`."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
-
 import falcon
 
-from queen_threads import validation as v
 from queen_threads.admin_store import AdminStore
-from queen_threads.errors import ValidationError
-from queen_threads.http.request import int_param, str_param
+from queen_threads.resources import consumer_groups, dlq, listings, messages, traces
 from queen_threads.runtime import Runtime
-
-MAX_LIMIT = 1000
-MAX_OFFSET = 2**31 - 1
-MAX_TRANSACTION_ID = 1024
-FALSE_VALUES = ("false", "0")
-TRUE_VALUES = ("true", "1")
-
-
-def page(req: falcon.Request, default_limit: int) -> tuple[int, int]:
-    """(limit, offset) from the query string: limit 1..1000, offset >= 0."""
-    limit = int_param(req, "limit", default_limit, 1, MAX_LIMIT)
-    return limit, int_param(req, "offset", 0, 0, MAX_OFFSET)
-
-
-def iso_time(value: Any, what: str) -> datetime:
-    """An ISO-8601 time as an aware datetime (UTC when the text has no offset)."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValidationError(f"{what} must be an ISO-8601 timestamp")
-    text = value.strip()
-    try:
-        parsed = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1] in "zZ" else text)
-    except ValueError:
-        raise ValidationError(f"{what} must be an ISO-8601 timestamp, got {value!r}") from None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
-
-
-def iso_z(moment: datetime) -> str:
-    """UTC ISO-8601 with milliseconds and a literal Z, as the other admin timestamps."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def time_range(req: falcon.Request) -> tuple[datetime | None, datetime | None]:
-    """The optional `from` / `to` query parameters; `from` must not be after `to`."""
-    raw_from, raw_to = str_param(req, "from"), str_param(req, "to")
-    start = iso_time(raw_from, "from") if raw_from is not None else None
-    end = iso_time(raw_to, "to") if raw_to is not None else None
-    if start is not None and end is not None and start > end:
-        raise ValidationError("from must not be after to")
-    return start, end
-
-
-def strict_bool(req: falcon.Request, name: str, default: bool) -> bool:
-    raw = req.get_param(name)
-    if raw is None or raw == "":
-        return default
-    value = raw.strip().lower()
-    if value not in TRUE_VALUES + FALSE_VALUES:
-        raise ValidationError(f"{name} must be true or false, got {raw!r}")
-    return value in TRUE_VALUES
-
-
-def name_param(req: falcon.Request, name: str, what: str) -> str | None:
-    return v.optional_name(str_param(req, name), what)
-
-
-def message_key(partition_id: str, transaction_id: str) -> tuple[str, str]:
-    """Validated (partitionId, transactionId) from a path."""
-    pid = v.uuid_str(partition_id, "partitionId")
-    assert pid is not None
-    if not transaction_id or len(transaction_id) > MAX_TRANSACTION_ID:
-        raise ValidationError(f"transactionId must be 1 to {MAX_TRANSACTION_ID} characters")
-    return pid, transaction_id
 
 
 def register(app: falcon.App, runtime: Runtime, api: str) -> None:
     """Add the administration routes under `api` (e.g. /api/v1)."""
-    # Imported here: the route modules import the helpers above.
-    from queen_threads.resources import consumer_groups, dlq, listings, messages, traces
-
     store = AdminStore(
         runtime.db,
         runtime.store.cipher,
@@ -112,8 +39,6 @@ def register(app: falcon.App, runtime: Runtime, api: str) -> None:
         ("/traces/by-name/{name}", traces.TracesByName(store)),
         ("/traces/{partitionId}/{transactionId}", traces.MessageTraces(store)),
         ("/resources/queues", listings.Queues(store)),
-        # Replaces the DELETE-only route of resources/queues.py (same template): GET is
-        # served here, DELETE is delegated to it.
         ("/resources/queues/{queue}", listings.Queue(store, runtime)),
         ("/resources/namespaces", listings.Namespaces(store)),
         ("/resources/tasks", listings.Tasks(store)),

@@ -1,7 +1,7 @@
 """Resource listings for dashboards: queues, one queue, namespaces, tasks.
 
 GET    /api/v1/resources/queues
-GET    /api/v1/resources/queues/{queue}     (DELETE of the same path: resources/queues.py)
+GET    /api/v1/resources/queues/{queue}     (and DELETE: the queue and everything in it)
 GET    /api/v1/resources/namespaces
 GET    /api/v1/resources/tasks
 """
@@ -13,7 +13,6 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.admin_store import AdminStore
 from queen_threads.http.request import media
-from queen_threads.resources import queues
 from queen_threads.runtime import Runtime
 
 
@@ -26,18 +25,18 @@ class Queues:
 
 
 class Queue:
-    """GET is the queue detail; DELETE is the queue deletion of resources/queues.py (falcon
-    allows one resource per route, and this one replaces it on the same template)."""
+    """GET: the queue's detail; DELETE: the queue and everything that belongs to it."""
 
     def __init__(self, store: AdminStore, runtime: Runtime) -> None:
         self.store = store
-        self.delete = queues.Queue(runtime)
+        self.runtime = runtime
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         media(resp, self.store.queue(v.name(queue, "Queue")))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        self.delete.on_delete(req, resp, queue)
+        existed = self.runtime.store.delete_queue(v.name(queue, "Queue"))
+        media(resp, {"deleted": True, "queue": queue, "existed": existed})
 
 
 class Namespaces:

@@ -14,8 +14,8 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.admin_store import AdminStore
 from queen_threads.errors import NotFound
+from queen_threads.http.params import message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media
-from queen_threads.resources.admin import message_key, name_param, page, time_range
 from queen_threads.runtime import Runtime
 
 DEFAULT_LIMIT = 200

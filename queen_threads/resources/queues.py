@@ -1,4 +1,5 @@
-"""Queue administration: POST /api/v1/configure, GET/DELETE /api/v1/resources/queues."""
+"""POST /api/v1/configure: create or update a queue (its detail and deletion are in
+resources/listings.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,3 @@ class Configure:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = v.configure_body(json_object(req, self.runtime.settings.max_body_size))
         media(resp, self.runtime.store.configure(body))
-
-
-class Queue:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        existed = self.runtime.store.delete_queue(v.name(queue, "Queue"))
-        media(resp, {"deleted": True, "queue": queue, "existed": existed})

@@ -24,8 +24,8 @@ import orjson
 from queen_threads import queries
 from queen_threads import validation as v
 from queen_threads.errors import NotFound, ValidationError
+from queen_threads.http.params import iso_z, name_param, page, time_range
 from queen_threads.http.request import media
-from queen_threads.resources.admin import iso_z, name_param, page, time_range
 from queen_threads.runtime import Runtime
 
 DEFAULT_SPAN = timedelta(hours=1)

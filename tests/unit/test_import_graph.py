@@ -1,0 +1,95 @@
+"""The package has no import circles: each folder is a room, and arrows only run one way.
+
+Every ``import`` in every module counts (a function-level import is a dependency too); a
+package's ``__init__`` counts as a module of its own.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "queen_threads"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The project modules that `name` imports."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(nearest(alias.name, known) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import mod` depends on pkg.mod; `from mod import name` on mod
+            submodules = {f"{base}.{a.name}" for a in node.names} & known.keys()
+            found.update(submodules or {nearest(base, known)})
+    found.discard("")
+    found.discard(name)
+    return found
+
+
+def nearest(target: str, known: dict[str, Path]) -> str:
+    """The deepest project module that `target` names ('' when it is not the project's)."""
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return target
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circles_in_the_package() -> None:
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert circles(graph) == []
+
+
+def test_the_check_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
