@@ -21,7 +21,7 @@ import gevent
 from queen_threads.polling import (
     LongPollService, PollIntentionRegistry, PollWorkerPool, ResponseQueues,
 )
-from queen_threads.polling.testing import InMemoryPopper, make_intention
+from tests.support.polling_fakes import InMemoryPopper, make_intention
 from tests.support.keys import qk
 
 assert threading.Event.__module__.startswith("gevent"), threading.Event.__module__

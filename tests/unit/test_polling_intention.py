@@ -7,7 +7,7 @@ from functools import partial
 import pytest
 
 from queen_threads.polling import QUEUE_MODE, GroupKey, shard_of
-from queen_threads.polling.testing import make_intention
+from tests.support.polling_fakes import make_intention
 
 _intention = partial(make_intention, "r")
 

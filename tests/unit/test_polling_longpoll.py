@@ -17,8 +17,9 @@ from queen_threads.polling import (
     Response,
     ResponseQueues,
 )
-from queen_threads.polling.testing import InMemoryPopper, ManualClock, make_intention
+from queen_threads.polling.clock import ManualClock
 from tests.support.keys import qk
+from tests.support.polling_fakes import InMemoryPopper, make_intention
 
 KEY = qk("q:*:__QUEUE_MODE__")
 

@@ -21,8 +21,8 @@ from queen_threads.polling import (
     ResponseQueues,
     shard_of,
 )
-from queen_threads.polling.testing import InMemoryPopper, make_intention
 from tests.support.keys import qk
+from tests.support.polling_fakes import InMemoryPopper, make_intention
 
 WAIT_S = 10.0
 HOUR_MS = 3_600_000

@@ -13,8 +13,9 @@ from queen_threads.polling import (
     RegistryFull,
     shard_of,
 )
-from queen_threads.polling.testing import ManualClock, make_intention
+from queen_threads.polling.clock import ManualClock
 from tests.support.keys import nk, qk
+from tests.support.polling_fakes import make_intention
 
 
 @pytest.fixture

@@ -14,9 +14,10 @@ from queen_threads.polling import (
     ResponseQueues,
     shard_of,
 )
-from queen_threads.polling.testing import InMemoryPopper, ManualClock, make_intention
+from queen_threads.polling.clock import ManualClock
 from queen_threads.polling.worker import GROUP_CHUNK_MAX
 from tests.support.keys import qk
+from tests.support.polling_fakes import InMemoryPopper, make_intention
 
 KEY = qk("q:*:g")
 

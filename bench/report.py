@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from queen_threads.bench.stats import Summary
+from bench.stats import Summary
 
 
 @dataclass(frozen=True)

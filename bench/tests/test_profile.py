@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queen_threads.bench.profile import frame_name, parse_collapsed, summarise, summary_markdown
+from bench.profile import frame_name, parse_collapsed, summarise, summary_markdown
 
 RAW = (
     "<module> (gunicorn:8);run (/x/site-packages/gunicorn/arbiter.py:200);"

@@ -15,12 +15,12 @@ from urllib.parse import quote
 
 import orjson
 
-from queen_threads.bench import procstat
-from queen_threads.bench.httpclient import Connection, Endpoint, Response, close_all
-from queen_threads.bench.options import Options, Sizes
-from queen_threads.bench.pgwaits import WaitSampler
-from queen_threads.bench.profile import Profiler
-from queen_threads.bench.server import Target
+from bench import procstat
+from bench.httpclient import Connection, Endpoint, Response, close_all
+from bench.options import Options, Sizes
+from bench.pgwaits import WaitSampler
+from bench.profile import Profiler
+from bench.server import Target
 
 
 class BenchError(Exception):
@@ -108,7 +108,7 @@ class Context:
         return f"/api/v1/pop/queue/{quote(queue, safe='')}" + (f"?{query}" if query else "")
 
     async def connect(self, count: int = 1) -> list[Connection]:
-        from queen_threads.bench.httpclient import open_connections
+        from bench.httpclient import open_connections
 
         return await open_connections(self.endpoint, count)
 

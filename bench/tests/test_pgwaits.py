@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from queen_threads.bench.pgwaits import summarise
+from bench.pgwaits import summarise
 
 
 def test_average_backends_per_wait_and_statement() -> None:
@@ -39,7 +39,7 @@ def test_no_samples() -> None:
 
 
 def test_scan_deltas_rank_tables_by_rows_read_sequentially() -> None:
-    from queen_threads.bench.pgwaits import scan_deltas
+    from bench.pgwaits import scan_deltas
 
     before = {"queen.messages": (10, 1000, 0, 500, 0), "queen.queues": (5, 5, 9, 1, 0)}
     after = {

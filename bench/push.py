@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from queen_threads.bench.common import (
+from bench.common import (
     Context,
     Figure,
     RunResult,
@@ -14,9 +14,9 @@ from queen_threads.bench.common import (
     now,
     worker_spread,
 )
-from queen_threads.bench.httpclient import Connection, close_all
-from queen_threads.bench.options import Sizes
-from queen_threads.bench.stats import percentile, rate
+from bench.httpclient import Connection, close_all
+from bench.options import Sizes
+from bench.stats import percentile, rate
 
 
 async def push_for(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 # Client backends that are not idle, and background processes (autovacuum, checkpointer,
@@ -35,7 +36,14 @@ SELECT schemaname || '.' || relname, seq_scan, seq_tup_read, coalesce(idx_scan, 
   FROM pg_stat_user_tables
 """
 
-Scans = dict[str, tuple[int, ...]]
+# One SCANS_SQL row after the table name: seq_scan, seq_tup_read, idx_scan, n_live_tup, analyses.
+ScanRow = tuple[int, int, int, int, int]
+Scans = Mapping[str, ScanRow]
+
+
+def _scan_row(values: Sequence[Any]) -> ScanRow:
+    seq, read, idx, live, analyses = (int(x or 0) for x in values)
+    return seq, read, idx, live, analyses
 
 
 def scan_deltas(before: Scans, after: Scans, top: int = 5) -> list[dict[str, Any]]:
@@ -135,7 +143,7 @@ class WaitSampler:
     @staticmethod
     def _scans(cur: Any) -> Scans:
         cur.execute(SCANS_SQL)
-        return {str(r[0]): tuple(int(x or 0) for x in r[1:]) for r in cur.fetchall()}
+        return {str(r[0]): _scan_row(r[1:]) for r in cur.fetchall()}
 
     def stop(self) -> dict[str, Any]:
         self._stop.set()

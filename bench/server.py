@@ -17,8 +17,8 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from queen_threads.bench import procstat
-from queen_threads.bench.options import Options
+from bench import procstat
+from bench.options import Options
 from queen_threads.embedded import EmbeddedPostgres, free_port
 from queen_threads.paths import GUNICORN_CONFIG, ROOT
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from queen_threads.bench.procstat import (
+from bench.procstat import (
     ProcStat,
     other_cpu,
     parse_listening_inodes,
@@ -93,7 +93,7 @@ def test_other_cpu_ignores_busiest_child_figures() -> None:
 def test_cpu_window_reports_the_busiest_child_of_a_tree() -> None:
     import time as _time
 
-    from queen_threads.bench.procstat import CpuWindow
+    from bench.procstat import CpuWindow
 
     window = CpuWindow({"server": os.getppid()}).start()
     _time.sleep(0.05)
@@ -107,7 +107,7 @@ def test_cpu_window_keeps_a_child_apart_from_its_root() -> None:
     import subprocess
     import sys
 
-    from queen_threads.bench.procstat import CpuWindow
+    from bench.procstat import CpuWindow
 
     # the child spins for 0.3 s of CPU, says so, then blocks until told to go
     spin = (

@@ -7,8 +7,8 @@ import asyncio
 from collections import Counter
 from typing import Any
 
-from queen_threads.bench import procstat
-from queen_threads.bench.common import (
+from bench import procstat
+from bench.common import (
     BenchError,
     Context,
     Figure,
@@ -19,9 +19,9 @@ from queen_threads.bench.common import (
     log,
     now,
 )
-from queen_threads.bench.httpclient import Connection, HttpError, Response, close_all
-from queen_threads.bench.options import Sizes
-from queen_threads.bench.stats import percentile
+from bench.httpclient import Connection, HttpError, Response, close_all
+from bench.options import Sizes
+from bench.stats import percentile
 
 WAIT_TIMEOUT_MS = 30_000
 EARLY_MS = -100.0  # answered this long before the deadline counted from the send: early

@@ -14,11 +14,11 @@ from typing import Any
 
 import orjson
 
-from queen_threads.bench import machine, report, server
-from queen_threads.bench.common import Context, log
-from queen_threads.bench.options import Options, parse_args
-from queen_threads.bench.profile import summary_markdown
-from queen_threads.bench.runner import ScenarioOutcome, cpu_rows, rows, run_all
+from bench import machine, report, server
+from bench.common import Context, log
+from bench.options import Options, parse_args
+from bench.profile import summary_markdown
+from bench.runner import ScenarioOutcome, cpu_rows, rows, run_all
 
 
 def server_log_problems(path: str | None, limit: int = 20) -> list[str]:

@@ -9,7 +9,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-from queen_threads.bench import procstat
+from bench import procstat
 from queen_threads.paths import ROOT
 
 PG_SETTINGS = (

@@ -7,11 +7,11 @@ import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from queen_threads.bench import procstat
-from queen_threads.bench.common import Context, RunResult, log, now
-from queen_threads.bench.report import CpuRow, Row
-from queen_threads.bench.scenarios import SCENARIOS
-from queen_threads.bench.stats import Summary, median
+from bench import procstat
+from bench.common import Context, RunResult, log, now
+from bench.report import CpuRow, Row
+from bench.scenarios import SCENARIOS
+from bench.stats import Summary, median
 
 PAUSE_BETWEEN_RUNS_S = 1.0
 

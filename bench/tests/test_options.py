@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from queen_threads.bench.options import FULL, QUICK, SCENARIOS, parse_args
+from bench.options import FULL, QUICK, SCENARIOS, parse_args
 
 
 def test_defaults_start_a_server_and_run_everything_three_times() -> None:

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from queen_threads.bench.httpclient import (
+from bench.httpclient import (
     Endpoint,
     HttpError,
     parse_head,

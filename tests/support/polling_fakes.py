@@ -1,4 +1,7 @@
-"""In-memory stand-ins for tests of the long-poll machinery (no database)."""
+"""In-memory stand-ins for tests of the long-poll machinery (no database).
+
+The manual clock is product code (`queen_threads.polling.clock.ManualClock`).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +11,10 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .clock import ManualClock
-from .intention import GroupKey, PollIntention
-from .popper import PopResult
+from queen_threads.polling.intention import GroupKey, PollIntention
+from queen_threads.polling.popper import PopResult
 
-__all__ = ["InMemoryPopper", "ManualClock", "make_intention"]
+__all__ = ["InMemoryPopper", "make_intention"]
 
 
 def make_intention(

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from queen_threads.bench.common import (
+from bench.common import (
     BenchError,
     Context,
     Figure,
@@ -19,9 +19,9 @@ from queen_threads.bench.common import (
     now,
     prefill,
 )
-from queen_threads.bench.httpclient import Connection, close_all
-from queen_threads.bench.options import Sizes
-from queen_threads.bench.stats import rate
+from bench.httpclient import Connection, close_all
+from bench.options import Sizes
+from bench.stats import rate
 
 EMPTY_POP_SLEEP_S = 0.005
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queen_threads.bench import consume, longpoll, push
-from queen_threads.bench.common import Scenario
+from bench import consume, longpoll, push
+from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
     s.letter: s

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from queen_threads.bench.stats import Summary, median, percentile, rate
+from bench.stats import Summary, median, percentile, rate
 
 
 def test_percentile_interpolates_like_numpy_linear() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from queen_threads.bench.report import CpuRow, Row, cpu_table, format_number, results_table
-from queen_threads.bench.stats import Summary
+from bench.report import CpuRow, Row, cpu_table, format_number, results_table
+from bench.stats import Summary
 
 
 @pytest.mark.parametrize(
