@@ -13,6 +13,7 @@ from .intention import QUEUE_MODE, GroupKey, GroupSelector, PollIntention
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
+from .request import PopRequest
 from .responses import Response, ResponseQueue, ResponseQueues
 from .sharding import shard_of
 from .worker import WAKE_SOURCES, PollWorker, PollWorkerPool, WorkerCounters
@@ -34,6 +35,7 @@ __all__ = [
     "PollWorker",
     "PollWorkerPool",
     "PollingError",
+    "PopRequest",
     "PopResult",
     "Popper",
     "RegistryClosed",

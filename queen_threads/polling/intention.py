@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-QUEUE_MODE = "__QUEUE_MODE__"
-"""Consumer group of competing consumers that share one cursor (no ``consumerGroup``)."""
+from .request import QUEUE_MODE, PopRequest
+
+__all__ = ["QUEUE_MODE", "GroupKey", "GroupSelector", "PollIntention"]
 
 
 class GroupKey(NamedTuple):
@@ -59,46 +60,27 @@ class GroupSelector:
 class PollIntention:
     """One ``wait=true`` pop waiting in the registry until messages arrive or it expires.
 
-    ``worker_id`` names the response queue of the HTTP worker that holds the request;
-    ``deadline`` and ``created_at`` are monotonic seconds (the registry's clock). Either
-    ``queue`` (optionally with ``partition``) or ``namespace``/``task`` is set.
+    ``request`` is the pop as the HTTP layer built it; ``worker_id`` names the response
+    queue of the HTTP worker that holds the request; ``deadline`` and ``created_at`` are
+    monotonic seconds (the registry's clock).
     """
 
     request_id: str
     worker_id: int
-    queue: str | None = None
-    partition: str | None = None
-    namespace: str | None = None
-    task: str | None = None
-    consumer_group: str = QUEUE_MODE
-    batch: int = 1
-    partitions: int = 1
-    subscription_mode: str | None = None
-    subscription_from: str | None = None
+    request: PopRequest
     deadline: float
     created_at: float
 
-    def __post_init__(self) -> None:
-        if self.batch < 1:
-            raise ValueError(f"batch must be >= 1, got {self.batch}")
-        if self.partitions < 1:
-            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
-        if self.queue is None and self.partition is not None:
-            raise ValueError("a partition needs a queue")
-
-    @property
-    def namespace_mode(self) -> bool:
-        """True for ``/api/v1/pop?namespace=&task=`` (no queue)."""
-        return self.queue is None
-
     def grouping_key(self) -> GroupKey:
         """(queue, queue, partition, group) or (namespace, namespace, task, group)."""
-        if self.queue is not None:
-            return GroupKey("queue", self.queue, self.partition, self.consumer_group)
-        return GroupKey("namespace", self.namespace, self.task, self.consumer_group)
+        r = self.request
+        if r.queue is not None:
+            return GroupKey("queue", r.queue, r.partition, r.consumer_group)
+        return GroupKey("namespace", r.namespace, r.task, r.consumer_group)
 
     def selector(self) -> GroupSelector:
         """What this intention waits for, for push wake-ups."""
-        if self.queue is not None:
-            return GroupSelector(self.queue, self.partition, None, None, self.consumer_group)
-        return GroupSelector(None, None, self.namespace, self.task, self.consumer_group)
+        r = self.request
+        if r.queue is not None:
+            return GroupSelector(r.queue, r.partition, None, None, r.consumer_group)
+        return GroupSelector(None, None, r.namespace, r.task, r.consumer_group)

@@ -14,6 +14,7 @@ from queen_threads.polling import (
     PollIntention,
     PollIntentionRegistry,
     PollWorkerPool,
+    PopRequest,
     Response,
     ResponseQueues,
     Watch,
@@ -64,20 +65,12 @@ class PollingService:
         self._stopped.set()
         return self.pool.stop(timeout)
 
-    def intention(self, request: dict[str, Any], timeout_ms: int, request_id: str) -> PollIntention:
+    def intention(self, request: PopRequest, timeout_ms: int, request_id: str) -> PollIntention:
         now = time.monotonic()
         return PollIntention(
             request_id=request_id,
             worker_id=self.worker_id,
-            queue=request["queue"],
-            partition=request["partition"],
-            namespace=request["namespace"],
-            task=request["task"],
-            consumer_group=request["consumerGroup"],
-            batch=request["batch"],
-            partitions=request["partitions"],
-            subscription_mode=request["subscriptionMode"],
-            subscription_from=request["subscriptionFrom"],
+            request=request,
             deadline=now + timeout_ms / 1000.0,
             created_at=now,
         )

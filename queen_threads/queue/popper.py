@@ -13,24 +13,12 @@ from queen_threads.store import QueueStore
 
 
 def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict[str, Any]:
-    """The stored function's pop request for one waiting intention (its own lease)."""
-    return {
-        "idx": idx,
-        "queue": intention.queue,
-        "partition": intention.partition,
-        "namespace": intention.namespace,
-        "task": intention.task,
-        "consumerGroup": intention.consumer_group,
-        "batch": intention.batch,
-        "partitions": intention.partitions,
-        "leaseId": str(uuid.uuid4()),
-        # Never acknowledged on delivery here: an autoAck long poll is acknowledged once its
-        # answer was written to the client (resources/pop.py), so a departed client loses nothing.
-        "autoAck": False,
-        "subscriptionMode": intention.subscription_mode,
-        "subscriptionFrom": intention.subscription_from,
-        "stopOnEmpty": stop_on_empty,
-    }
+    """The stored function's pop request for one waiting intention (its own lease). Never
+    acknowledged on delivery here: an autoAck long poll is acknowledged once its answer
+    was written to the client (resources/pop.py), so a departed client loses nothing."""
+    return intention.request.arguments(
+        str(uuid.uuid4()), idx=idx, stop_on_empty=stop_on_empty, auto_ack=False
+    )
 
 
 def auto_ack_answer(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:

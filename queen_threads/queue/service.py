@@ -7,16 +7,18 @@ and instances also hear of it through PostgreSQL NOTIFY, sent by the stored func
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from queen_threads.polling import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.push_batcher import PushBatcher
 from queen_threads.store import QueueStore
 
 WakeupSink = Callable[[dict[str, Any]], None]
 PushFn = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
-# The failover buffer (services/file_buffer.py): push(items, direct) tries `direct` and
+# The failover buffer (queen_threads/buffer/): push(items, direct) tries `direct` and
 # buffers the items when the database is unreachable or maintenance mode is on.
 Failover = Callable[[list[dict[str, Any]], PushFn], list[dict[str, Any]]]
 PushObserver = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
@@ -87,5 +89,6 @@ class QueueService:
             )
         return result
 
-    def pop(self, request: dict[str, Any]) -> dict[str, Any]:
-        return self.store.pop([request])[0]
+    def pop(self, request: PopRequest) -> dict[str, Any]:
+        """One pop now (``wait=false``), with a lease of its own."""
+        return self.store.pop([request.arguments(str(uuid.uuid4()))])[0]

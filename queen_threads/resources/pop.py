@@ -18,7 +18,7 @@ from queen_threads import validation as v
 from queen_threads.errors import QueenError, Unavailable
 from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
 from queen_threads.http.request import bool_param, int_param, media, str_param
-from queen_threads.polling import PollingError
+from queen_threads.polling import PollingError, PopRequest
 from queen_threads.queue.popper import auto_ack_answer
 from queen_threads.runtime import Runtime
 
@@ -33,8 +33,8 @@ def pop_request(
     runtime: Runtime,
     queue: str | None = None,
     partition: str | None = None,
-) -> dict[str, Any]:
-    """The normalised pop request (the stored function's input) from the query string."""
+) -> PopRequest:
+    """The pop the query string asks for (every parameter validated here, once)."""
     s = runtime.settings
     mode, start = v.subscription(
         str_param(req, "subscriptionMode") or s.default_subscription_mode or None,
@@ -46,25 +46,23 @@ def pop_request(
         task = v.optional_name(str_param(req, "task"), "Task")
         if namespace is None and task is None:
             raise v.ValidationError("namespace or task is required")
-    return {
-        "idx": 0,
-        "queue": v.name(queue, "Queue") if queue is not None else None,
-        "partition": v.name(partition, "Partition") if partition is not None else None,
-        "namespace": namespace,
-        "task": task,
-        "consumerGroup": v.optional_name(
+    return PopRequest(
+        queue=v.name(queue, "Queue") if queue is not None else None,
+        partition=v.name(partition, "Partition") if partition is not None else None,
+        namespace=namespace,
+        task=task,
+        consumer_group=v.optional_name(
             str_param(req, "consumerGroup"), "Consumer group", v.QUEUE_MODE
-        ),
-        "batch": int_param(req, "batch", s.default_batch_size, 1, MAX_BATCH),
-        "partitions": 1
+        )
+        or v.QUEUE_MODE,
+        batch=int_param(req, "batch", s.default_batch_size, 1, MAX_BATCH),
+        partitions=1
         if partition is not None
         else int_param(req, "partitions", 1, 1, MAX_PARTITIONS),
-        "leaseId": str(uuid.uuid4()),
-        "autoAck": bool_param(req, "autoAck"),
-        "subscriptionMode": mode,
-        "subscriptionFrom": start,
-        "stopOnEmpty": False,
-    }
+        auto_ack=bool_param(req, "autoAck"),
+        subscription_mode=mode,
+        subscription_from=start,
+    )
 
 
 class Pop:
@@ -73,7 +71,7 @@ class Pop:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
 
-    def _answer(self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any]) -> None:
+    def _answer(self, req: falcon.Request, resp: falcon.Response, request: PopRequest) -> None:
         if self.runtime.maintenance.pop_on:  # pop maintenance mode: nothing, at once
             resp.status = 204
             return
@@ -90,7 +88,7 @@ class Pop:
             resp.status = 204
 
     def _long_poll(
-        self, req: falcon.Request, resp: falcon.Response, request: dict[str, Any], timeout: int
+        self, req: falcon.Request, resp: falcon.Response, request: PopRequest, timeout: int
     ) -> None:
         polling = self.runtime.polling
         intention = polling.intention(request, timeout, uuid.uuid4().hex)
@@ -111,7 +109,7 @@ class Pop:
             resp.status = 204
             return
         body, on_written = answer.body, None
-        if request["autoAck"]:  # acknowledged only once the client has the messages
+        if request.auto_ack:  # acknowledged only once the client has the messages
             body, acks = auto_ack_answer(body)
             on_written = partial(self._acknowledge, acks)
         resp.status = 200

@@ -13,6 +13,7 @@ from typing import Any
 
 from queen_threads.polling.intention import GroupKey, PollIntention
 from queen_threads.polling.popper import PopResult
+from queen_threads.polling.request import PopRequest
 
 __all__ = ["InMemoryPopper", "make_intention"]
 
@@ -25,10 +26,15 @@ def make_intention(
     timeout_s: float = 30.0,
     **fields: Any,
 ) -> PollIntention:
-    """A PollIntention with test defaults; ``deadline`` = ``created_at + timeout_s``."""
-    fields.setdefault("deadline", created_at + timeout_s)
+    """A PollIntention with test defaults; ``deadline`` = ``created_at + timeout_s``;
+    ``fields`` are the PopRequest's (queue, partition, consumer_group, batch, ...)."""
+    deadline = fields.pop("deadline", created_at + timeout_s)
     return PollIntention(
-        request_id=request_id, worker_id=worker_id, created_at=created_at, **fields
+        request_id=request_id,
+        worker_id=worker_id,
+        request=PopRequest(**fields),
+        deadline=deadline,
+        created_at=created_at,
     )
 
 
@@ -87,7 +93,7 @@ class InMemoryPopper:
 
     def _pop_one(self, intention: PollIntention) -> PopResult:
         key = intention.grouping_key()
-        count = min(intention.batch, self.available.get(key, 0))
+        count = min(intention.request.batch, self.available.get(key, 0))
         if count == 0:
             return PopResult(intention.request_id, 204, None, (), 0)
         self.available[key] -= count

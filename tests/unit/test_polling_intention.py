@@ -6,7 +6,8 @@ from functools import partial
 
 import pytest
 
-from queen_threads.polling import QUEUE_MODE, GroupKey, shard_of
+from queen_threads.polling import QUEUE_MODE, GroupKey, PopRequest, shard_of
+from queen_threads.queue.popper import request_for
 from tests.support.polling_fakes import make_intention
 
 _intention = partial(make_intention, "r")
@@ -27,7 +28,7 @@ def test_namespace_mode_keys() -> None:
     assert _intention(task="t", consumer_group="g").grouping_key() == GroupKey(
         "namespace", None, "t", "g"
     )
-    assert _intention(task="t").namespace_mode
+    assert _intention(task="t").request.namespace_mode
 
 
 def test_names_with_colons_never_share_a_key() -> None:
@@ -80,3 +81,21 @@ def test_namespace_selector_matching() -> None:
     assert task_only.matches("q", None, None, None, "t")
     assert task_only.matches("q", None, QUEUE_MODE, "ns", "t")
     assert not task_only.matches("q", None, "g", "ns", "t")
+
+
+def test_the_pop_request_reaches_the_stored_function_unchanged() -> None:
+    request = PopRequest(
+        queue="q", partition="p", consumer_group="g", batch=5, subscription_mode="new",
+        auto_ack=True,
+    )  # fmt: skip
+    intention = make_intention("r", queue="q", partition="p", consumer_group="g", batch=5,
+                               subscription_mode="new", auto_ack=True)  # fmt: skip
+    assert intention.request == request
+    args = request_for(intention, idx=3, stop_on_empty=True)
+    assert args == {
+        "idx": 3, "queue": "q", "partition": "p", "namespace": None, "task": None,
+        "consumerGroup": "g", "batch": 5, "partitions": 1, "leaseId": args["leaseId"],
+        "autoAck": False,  # a long poll is acknowledged after its answer was written
+        "subscriptionMode": "new", "subscriptionFrom": None, "stopOnEmpty": True,
+    }  # fmt: skip
+    assert request.arguments("L")["autoAck"] is True and request.arguments("L")["leaseId"] == "L"

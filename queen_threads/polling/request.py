@@ -1,0 +1,70 @@
+"""What a pop asks for: built once from the HTTP request, carried unchanged to the poll
+worker and to the stored function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+QUEUE_MODE = "__QUEUE_MODE__"
+"""Consumer group of competing consumers that share one cursor (no ``consumerGroup``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PopRequest:
+    """One pop: either ``queue`` (optionally with ``partition``) or ``namespace``/``task``.
+
+    ``batch`` is the most messages to take (the global cap when ``partitions`` > 1);
+    ``auto_ack`` asks for the messages to be consumed on delivery.
+    """
+
+    queue: str | None = None
+    partition: str | None = None
+    namespace: str | None = None
+    task: str | None = None
+    consumer_group: str = QUEUE_MODE
+    batch: int = 1
+    partitions: int = 1
+    subscription_mode: str | None = None
+    subscription_from: str | None = None
+    auto_ack: bool = False
+
+    def __post_init__(self) -> None:
+        if self.batch < 1:
+            raise ValueError(f"batch must be >= 1, got {self.batch}")
+        if self.partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {self.partitions}")
+        if self.queue is None and self.partition is not None:
+            raise ValueError("a partition needs a queue")
+
+    @property
+    def namespace_mode(self) -> bool:
+        """True for ``/api/v1/pop?namespace=&task=`` (no queue)."""
+        return self.queue is None
+
+    def arguments(
+        self,
+        lease_id: str,
+        *,
+        idx: int = 0,
+        stop_on_empty: bool = False,
+        auto_ack: bool | None = None,
+    ) -> dict[str, Any]:
+        """The stored function's input for this pop (``queen.pop_unified_batch``), with its
+        own lease; ``auto_ack`` overrides the request's (long polls acknowledge after the
+        answer was written, so they pop with a lease)."""
+        return {
+            "idx": idx,
+            "queue": self.queue,
+            "partition": self.partition,
+            "namespace": self.namespace,
+            "task": self.task,
+            "consumerGroup": self.consumer_group,
+            "batch": self.batch,
+            "partitions": self.partitions,
+            "leaseId": lease_id,
+            "autoAck": self.auto_ack if auto_ack is None else auto_ack,
+            "subscriptionMode": self.subscription_mode,
+            "subscriptionFrom": self.subscription_from,
+            "stopOnEmpty": stop_on_empty,
+        }
