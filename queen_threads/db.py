@@ -20,11 +20,13 @@ import psycopg2
 import psycopg2.errors
 import psycopg2.extensions
 
+from queen_threads import queries
 from queen_threads.errors import DatabaseError, DatabaseUnavailable, ValidationError
 
 log = logging.getLogger("queen_threads.db")
 
 Connection = psycopg2.extensions.connection
+Cursor = psycopg2.extensions.cursor
 Params = Sequence[Any] | dict[str, Any] | None
 
 # SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
@@ -289,7 +291,7 @@ class Database:
             self.pool.release(conn, broken=broken)
 
     @contextmanager
-    def transaction(self) -> Iterator[psycopg2.extensions.cursor]:
+    def transaction(self) -> Iterator[Cursor]:
         with self.connection() as conn:
             conn.autocommit = False
             try:
@@ -326,7 +328,7 @@ class Database:
 
     def ping(self) -> bool:
         try:
-            return self.fetch_value("SELECT 1") == 1
+            return self.fetch_value(queries.get("ping")) == 1
         except Exception:
             return False
 

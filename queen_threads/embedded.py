@@ -12,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 import warnings
 from pathlib import Path
 
@@ -146,12 +145,3 @@ class EmbeddedPostgres:
         """Start again on the same port (used after `stop()`)."""
         self.requested_port = self.port
         self.start()
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            res = self._run(_bin("pg_isready"), "-h", "127.0.0.1", "-p", str(self.port))
-            if res.returncode == 0:
-                return
-            time.sleep(0.1)
-        raise ConfigError("embedded PostgreSQL is not accepting connections")

@@ -44,13 +44,6 @@ def optional_str(value: Any, what: str, max_len: int = 10_000) -> str | None:
     return value
 
 
-def required_str(body: dict[str, Any], key: str, message: str) -> str:
-    value = body.get(key)
-    if not isinstance(value, str) or not value:
-        raise ValidationError(message)
-    return value
-
-
 def uuid_str(value: Any, what: str) -> str | None:
     if value is None:
         return None

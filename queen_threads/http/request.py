@@ -77,10 +77,3 @@ def media(resp: falcon.Response, body: Any, status: int = 200) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
     resp.data = orjson.dumps(body)
-
-
-def raw_json(resp: falcon.Response, text: str | bytes, status: int = 200) -> None:
-    """Send JSON text produced by PostgreSQL without parsing it again."""
-    resp.status = status
-    resp.content_type = falcon.MEDIA_JSON
-    resp.data = text.encode("utf-8") if isinstance(text, str) else text

@@ -1,9 +1,12 @@
-"""Errors raised by the long-poll machinery (one root: :class:`PollingError`)."""
+"""Errors raised by the long-poll machinery; :class:`PollingError` is a branch of the
+project's one hierarchy (:class:`queen_threads.errors.QueenError`)."""
 
 from __future__ import annotations
 
+from queen_threads.errors import QueenError
 
-class PollingError(Exception):
+
+class PollingError(QueenError):
     """Root of every error raised by ``queen_threads.polling``."""
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from queen_threads.errors import QueenError
 from queen_threads.polling import (
     BackoffPolicy,
     PollIntentionRegistry,
@@ -313,3 +314,7 @@ def test_due_keys_lists_due_groups_not_in_flight(registry: PollIntentionRegistry
     registry.record_round(qk("a:*:__QUEUE_MODE__"), False, 0.0)
     registry.mark_in_flight(qk("b:*:__QUEUE_MODE__"))
     assert [k for s in range(4) for k in registry.due_keys(s, 0.1)] == [qk("c:*:__QUEUE_MODE__")]
+
+
+def test_polling_errors_belong_to_the_one_hierarchy() -> None:
+    assert issubclass(RegistryFull, QueenError) and issubclass(RegistryClosed, QueenError)
