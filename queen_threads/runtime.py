@@ -15,12 +15,12 @@ import time
 from queen_threads import __version__, migrate
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.retention import RetentionServices
+from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
-from queen_threads.services.file_buffer import FileBuffer
 from queen_threads.services.prometheus import (
     Instruments,
     MeteredPollingService,

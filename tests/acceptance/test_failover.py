@@ -18,8 +18,8 @@ import psycopg2
 from prometheus_client.parser import text_string_to_metric_families
 
 from queen_threads import migrate
+from queen_threads.buffer import encode_record
 from queen_threads.embedded import EmbeddedPostgres
-from queen_threads.services.file_buffer import encode_record
 from tests.support.outage import OutageServer as Server
 from tests.support.outage import kill_hard, wait_for
 from tests.support.server import ServerProcess

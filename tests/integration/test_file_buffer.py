@@ -16,16 +16,16 @@ from typing import Any
 import psycopg2.extensions
 import pytest
 
-from queen_threads.db import Database, PoolConfig
-from queen_threads.services import file_buffer as fbmod
-from queen_threads.services.file_buffer import (
+from queen_threads.background.maintenance import Maintenance
+from queen_threads.buffer import buffer as fbmod
+from queen_threads.buffer.buffer import (
     BufferWriter,
     FileBuffer,
     RecordReader,
     database_tag,
     encode_record,
 )
-from queen_threads.background.maintenance import Maintenance
+from queen_threads.db import Database, PoolConfig
 from queen_threads.settings import load_settings
 from queen_threads.store import QueueStore
 
