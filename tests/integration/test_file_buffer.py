@@ -17,14 +17,15 @@ import psycopg2.extensions
 import pytest
 
 from queen_threads.background.maintenance import Maintenance
-from queen_threads.buffer import buffer as fbmod
-from queen_threads.buffer.buffer import (
+from queen_threads.buffer import (
     BufferWriter,
     FileBuffer,
     RecordReader,
     database_tag,
     encode_record,
 )
+from queen_threads.buffer import commit as commit_mod
+from queen_threads.buffer import replay as replay_mod
 from queen_threads.db import Database, PoolConfig
 from queen_threads.settings import load_settings
 from queen_threads.store import QueueStore
@@ -157,7 +158,7 @@ def test_torn_last_record_is_skipped_and_reported_and_the_rest_replayed(
 def test_order_is_kept_across_processes_and_rotated_files(
     make_buffer: Make, database: Database, monkeypatch: pytest.MonkeyPatch, open_files: int
 ) -> None:
-    monkeypatch.setattr(fbmod, "MAX_OPEN_FILES", open_files)  # 2: merge a sliding window
+    monkeypatch.setattr(replay_mod, "MAX_OPEN_FILES", open_files)  # 2: merge a sliding window
     fb = make_buffer(FILE_BUFFER_EVENTS_PER_FILE="3")
     # Two "processes" (each its own writer and pid) alternate, files rotate every 3 events.
     writers = [BufferWriter(fb.directory, fb.tag, 3) for _ in range(2)]
@@ -207,7 +208,7 @@ def test_replaying_twice_inserts_once(
     shutil.copy(copy, path)  # e.g. a replayer killed after committing, before deleting
     drain(fb)
     assert stored(database) == [("P", n) for n in range(20)]
-    assert fb.duplicates == 20
+    assert fb.committer.duplicates == 20
 
 
 def test_a_rejected_file_goes_to_failed_and_is_retried_not_dropped(
@@ -228,8 +229,8 @@ def test_a_rejected_file_goes_to_failed_and_is_retried_not_dropped(
     fb.replay_once()  # not due yet: stays in failed/
     assert failed.exists()
     store.configure({"queue": "capped", "options": {"maxSize": 100}})
-    monkeypatch.setattr(fbmod, "FAILED_RETRY_S", 0.0)
-    fb._failed[failed.name].next_try = 0.0
+    monkeypatch.setattr(commit_mod, "FAILED_RETRY_S", 0.0)
+    fb.committer.failed[failed.name].next_try = 0.0
     fb.replay_once()
     assert not failed.exists()
     assert stored(database, "capped") == [("P", 0), ("P", 1), ("P", 2)]
@@ -291,7 +292,7 @@ def test_file_left_open_by_a_dead_process_is_closed_and_replayed(
 def test_replay_wakes_local_consumers(make_buffer: Make, database: Database) -> None:
     woken: list[list[tuple[str, str]]] = []
     fb = make_buffer()
-    fb.on_replayed = woken.append
+    fb.committer.on_replayed = woken.append
     fb.buffer(items(("A", 1), ("B", 2), ("A", 3)), "test")
     fb.writer.close()
     drain(fb)

@@ -96,9 +96,9 @@ def test_maintenance_buffers_pushes_then_drains_in_order(api: Client) -> None:
     assert status["pending"] == 7 and status["maintenanceMode"] is True
     assert api.simulate_get(f"{API}/system/maintenance").json["bufferedMessages"] == 7
     # the replay is paused: a few replay ticks later nothing has reached the database
-    ticks = api.runtime.buffer.replayed
+    ticks = api.runtime.buffer.committer.replayed
     time.sleep(0.2)  # ~10 replay ticks at FILE_BUFFER_FLUSH_MS=20: proving an absence
-    assert api.runtime.buffer.replayed == ticks == 0
+    assert api.runtime.buffer.committer.replayed == ticks == 0
     assert api.runtime.db.fetch_value("SELECT count(*) FROM queen.messages") == 0
 
     off = api.switch("maintenance", False)
