@@ -208,6 +208,18 @@ class AdminStore:
     def tasks(self) -> list[dict[str, Any]]:
         return list(self._json("admin_namespace_list", {"by_task": True}))
 
+    # -- monitoring -----------------------------------------------------------------
+    def backlog(self, timeout_ms: int) -> tuple[int, list[tuple[Any, ...]]]:
+        """The number of queues and the rows of `ops_backlog` (queue, consumer_group,
+        partitions, lag, oldest_epoch), in one transaction bounded by `timeout_ms`."""
+        with self.db.transaction() as cur:
+            cur.execute(queries.get("ops_local_timeout"), (str(timeout_ms),))
+            cur.execute(queries.get("ops_queue_count"))
+            row = cur.fetchone()
+            cur.execute(queries.get("ops_backlog"))
+            rows = [tuple(r) for r in cur.fetchall()]
+        return (int(row[0]) if row else 0), rows
+
 
 def _message_key(partition_id: str, transaction_id: str) -> dict[str, str]:
     return {"partition_id": partition_id, "transaction_id": transaction_id}

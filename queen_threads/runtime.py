@@ -13,24 +13,26 @@ import threading
 import time
 
 from queen_threads import __version__, migrate
+from queen_threads.admin_store import AdminStore
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
-from queen_threads.queue.polling import PollingService
-from queen_threads.queue.service import QueueService
-from queen_threads.services.prometheus import (
+from queen_threads.metrics import (
     Instruments,
     MeteredPollingService,
     MeteredQueueStore,
     ObservedRequestStats,
+    RequestStats,
+    Sampler,
     TimedDatabase,
     count_buffered,
     observe_service,
 )
-from queen_threads.services.stats import RequestStats
+from queen_threads.queue.polling import PollingService
+from queen_threads.queue.service import QueueService
 from queen_threads.settings import Settings
 from queen_threads.store import QueueStore
 from queen_threads.wake.listener import WakeupListener
@@ -63,7 +65,7 @@ class Runtime:
         self.dsn = dsn
         self.version = __version__
         self.worker_id = os.getpid()
-        # Metered subclasses: they feed /metrics and /metrics/prometheus (prometheus.py).
+        # Metered subclasses: they feed /metrics and /metrics/prometheus (metrics/).
         self.instruments = Instruments()
         self.db: Database = TimedDatabase(pool_config(settings, dsn), self.instruments.counters)
         self.stats: RequestStats = ObservedRequestStats()
@@ -108,7 +110,18 @@ class Runtime:
             ready=self.schema_ready,
             observer=observe_service,
         )
-        self.instruments.bind(self)
+        self.instruments.bind(
+            Sampler(
+                self.started_at,
+                self.db.pool,
+                self.polling,
+                self.listener,
+                self.maintenance,
+                self.peers,
+            ),
+            backlog=AdminStore(self.db).backlog,
+            buffer=self.buffer.status,
+        )
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()

@@ -9,7 +9,7 @@ from typing import Any
 
 import falcon
 
-from queen_threads.services.stats import RequestStats
+from queen_threads.metrics.counters import RequestStats
 
 access_log = logging.getLogger("queen_threads.access")
 

@@ -1,6 +1,6 @@
 """GET /metrics: this worker process's live numbers as JSON.
 GET /metrics/prometheus: the whole server (every worker process) in the Prometheus text
-format (services/prometheus.py)."""
+format (queen_threads/metrics/)."""
 
 from __future__ import annotations
 

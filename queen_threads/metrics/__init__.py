@@ -1,0 +1,46 @@
+"""Metrics: Prometheus (prometheus-client) for the whole server, plus this process's live
+numbers for the JSON `/metrics`.
+
+- definitions.py: the metric objects of a worker process and multiprocess mode;
+- counters.py: the in-process totals, rates and latencies of `GET /metrics`;
+- metered.py: the measuring points, subclasses of the runtime's own objects;
+- sampler.py: the once-a-second copy of process state into per-process gauges;
+- exposition.py: `GET /metrics/prometheus` and its scrape-time collectors.
+
+Nothing here imports the runtime: runtime.py composes the metered objects and hands the
+sampler and the collectors what they read.
+"""
+
+from queen_threads.metrics.counters import EventRate, ProcessCounters, RequestStats
+from queen_threads.metrics.definitions import MULTIPROC_ENV, PromMetrics, multiprocess_mode, prom
+from queen_threads.metrics.exposition import Exposition, Instruments
+from queen_threads.metrics.metered import (
+    MeteredPollingService,
+    MeteredQueueStore,
+    ObservedRequestStats,
+    TimedDatabase,
+    count_buffered,
+    observe_service,
+    query_name,
+)
+from queen_threads.metrics.sampler import Sampler
+
+__all__ = [
+    "MULTIPROC_ENV",
+    "EventRate",
+    "Exposition",
+    "Instruments",
+    "MeteredPollingService",
+    "MeteredQueueStore",
+    "ObservedRequestStats",
+    "ProcessCounters",
+    "PromMetrics",
+    "RequestStats",
+    "Sampler",
+    "TimedDatabase",
+    "count_buffered",
+    "multiprocess_mode",
+    "observe_service",
+    "prom",
+    "query_name",
+]

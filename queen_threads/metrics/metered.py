@@ -1,0 +1,239 @@
+"""The measuring points: thin subclasses of the runtime's own objects, composed in runtime.py.
+
+`TimedDatabase`, `MeteredQueueStore`, `MeteredPollingService` and `ObservedRequestStats`
+count every path once: HTTP pushes, transactions and buffer replays all go through the
+store; immediate and long-poll pops too. `count_buffered` and `observe_service` are the
+hooks of the failover buffer and of the background services.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from prometheus_client import Counter
+
+from queen_threads import queries
+from queen_threads.background.exclusive import RunOutcome
+from queen_threads.crypto import PayloadCipher
+from queen_threads.db import Cursor, Database, Params, PoolConfig
+from queen_threads.metrics.counters import ProcessCounters, RequestStats
+from queen_threads.metrics.definitions import prom
+from queen_threads.polling import PollIntention, Response
+from queen_threads.queue.polling import PollingService
+from queen_threads.store import QueueStore
+
+_names: dict[str, str] | None = None
+
+
+def query_name(sql: str) -> str:
+    """The `-- name:` of a statement text from the queries files ("other" if unknown)."""
+    global _names
+    if _names is None:
+        _names = {queries.get(n): n for n in queries.names()}
+    return _names.get(sql, "other")
+
+
+def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:
+    """Add one to `counter{labels}` per item (one call per distinct set of labels)."""
+    for key, n in collections.Counter(labels).items():
+        counter.labels(*key).inc(n)
+
+
+class TimedDatabase(Database):
+    """Database whose calls feed queen_db_query_duration_seconds (by statement name)."""
+
+    def __init__(self, config: PoolConfig, counters: ProcessCounters | None = None) -> None:
+        super().__init__(config)
+        self.counters = counters
+
+    @contextmanager
+    def _timed(self, sql: str, name: str | None = None) -> Iterator[None]:
+        started = time.perf_counter()
+        failed = False
+        try:
+            yield
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            elapsed = time.perf_counter() - started
+            name = name or query_name(sql)
+            metrics = prom()
+            metrics.db_duration.labels(name).observe(elapsed)
+            if failed:
+                metrics.db_errors.labels(name).inc()
+            if self.counters is not None:
+                self.counters.db_call(elapsed, failed)
+
+    def execute(self, sql: str, params: Params = None) -> int:
+        with self._timed(sql):
+            return super().execute(sql, params)
+
+    def fetch_one(self, sql: str, params: Params = None) -> tuple[Any, ...] | None:
+        with self._timed(sql):
+            return super().fetch_one(sql, params)
+
+    def fetch_all(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
+        with self._timed(sql):
+            return super().fetch_all(sql, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Cursor]:
+        with self._timed("", "transaction"), super().transaction() as cur:
+            yield cur
+
+
+class MeteredQueueStore(QueueStore):
+    """QueueStore counting what the database did: pushes, deliveries, acks, by queue."""
+
+    def __init__(
+        self,
+        db: Database,
+        cipher: PayloadCipher | None = None,
+        counters: ProcessCounters | None = None,
+    ) -> None:
+        super().__init__(db, cipher)
+        self.counters = counters
+
+    def _pushed(self, pairs: list[tuple[str, str]]) -> None:
+        _inc(prom().pushed, pairs)
+        if self.counters is not None:
+            self.counters.pushed.add(sum(1 for _, status in pairs if status == "queued"))
+
+    def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = super().push(items)
+        self._pushed(
+            [
+                (str(item.get("queue") or ""), str(result.get("status") or "failed"))
+                for item, result in zip(items, results, strict=False)
+            ]
+        )
+        return results
+
+    def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = super().pop(requests)
+        delivered = [
+            (str(m.get("queue") or ""),) for result in results for m in result.get("messages") or ()
+        ]
+        if delivered:
+            _inc(prom().popped, delivered)
+            if self.counters is not None:
+                self.counters.popped.add(len(delivered))
+        return results
+
+    def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
+        prom().decryption_errors.labels(str(message.get("queue") or "")).inc()
+        if self.counters is not None:
+            self.counters.decryption_errors.add(1)
+
+    def _acked(self, pairs: list[tuple[str, str]]) -> None:
+        _inc(prom().acked, pairs)
+        if self.counters is not None:
+            self.counters.acked.add(sum(1 for _, status in pairs if status != "rejected"))
+
+    def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        results = super().ack(acks)
+        self._acked(
+            [
+                (
+                    str(r.get("queueName") or ""),
+                    str(r.get("status") or "completed") if r.get("success") else "rejected",
+                )
+                for r in results
+            ]
+        )
+        return results
+
+    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        result = super().transaction(operations)
+        if result.get("success"):
+            rows = result.get("results") or []
+            self._pushed(
+                [
+                    (str(r.get("queueName") or ""), str(r.get("status") or "queued"))
+                    for r in rows
+                    if r.get("type") == "push"
+                ]
+            )
+            self._acked(
+                [
+                    (str(r.get("queueName") or ""), str(r.get("status") or "completed"))
+                    for r in rows
+                    if r.get("type") == "ack"
+                ]
+            )
+        return result
+
+
+class MeteredPollingService(PollingService):
+    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds)."""
+
+    def wait(
+        self, intention: PollIntention, is_disconnected: Any, watch: Any = None
+    ) -> Response | None:
+        outcome = "rejected"
+        try:
+            answer = super().wait(intention, is_disconnected, watch)
+            outcome = _wait_outcome(answer)
+            return answer
+        finally:
+            waited = time.monotonic() - intention.created_at
+            prom().long_poll_wait.labels(outcome).observe(max(0.0, waited))
+
+
+def _wait_outcome(answer: Response | None) -> str:
+    if answer is None:
+        return "disconnected"
+    return "messages" if answer.status == 200 and answer.body else "timeout"
+
+
+class ObservedRequestStats(RequestStats):
+    """RequestStats that also feeds the HTTP request counter and latency histogram."""
+
+    def record(self, status: int, elapsed_ms: float) -> None:
+        super().record(status, elapsed_ms)
+        metrics = prom()
+        metrics.http_requests.labels(str(status)).inc()
+        metrics.http_duration.observe(elapsed_ms / 1000)
+
+
+def count_buffered(items: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
+    """Push results of the HTTP path: count the items the failover buffer took."""
+    _inc(
+        prom().pushed,
+        (
+            (str(item.get("queue") or ""), "buffered")
+            for item, result in zip(items, results, strict=False)
+            if result.get("status") == "buffered"
+        ),
+    )
+
+
+_DELETED_KINDS = (
+    ("retention", "retention"),
+    ("completedRetention", "completed_retention"),
+    ("eviction", "max_wait_time_eviction"),
+)
+
+
+def observe_service(service: str, outcome: RunOutcome) -> None:
+    """Observer of the background services (only turns that ran or failed count)."""
+    if outcome.status not in ("ran", "failed"):
+        return
+    metrics = prom()
+    metrics.service_runs.labels(service, outcome.status).inc()
+    metrics.service_duration.labels(service).observe(outcome.duration_s)
+    if outcome.status != "ran":
+        return
+    metrics.service_last_success.labels(service).set(time.time())
+    result = outcome.result
+    for key, kind in _DELETED_KINDS:
+        step = result.get(key)
+        if isinstance(step, dict) and step.get("deleted"):
+            metrics.cleanup_deleted.labels(kind).inc(int(step["deleted"]))
+    if result.get("partitionsDeleted"):
+        metrics.partitions_deleted.inc(int(result["partitionsDeleted"]))
