@@ -15,7 +15,6 @@ from typing import Any
 
 import orjson
 
-from queen_threads import queries
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.errors import NotFound
@@ -37,13 +36,6 @@ class AdminStore:
         # Told of each message that could not be decrypted (QueueStore.decryption_failed).
         self.on_decryption_error = on_decryption_error
 
-    def _json(self, query: str, params: Any) -> Any:
-        text = self.db.fetch_value(queries.get(query), params)
-        return orjson.loads(text) if text is not None else None
-
-    def _call(self, query: str, arg: dict[str, Any]) -> Any:
-        return self._json(query, (orjson.dumps(arg).decode(),))
-
     def _plain(self, message: dict[str, Any]) -> dict[str, Any]:
         """Drop the internal isEncrypted flag, decrypting `data` when it was set."""
         reason = open_message(message, self.cipher)
@@ -63,7 +55,7 @@ class AdminStore:
         limit: int,
         offset: int,
     ) -> dict[str, Any]:
-        page: dict[str, Any] = self._json("admin_dlq_list", {
+        page: dict[str, Any] = self.db.json("admin_dlq_list", {
             "queue": queue, "partition": partition, "group": group,
             "from_ts": from_ts, "to_ts": to_ts, "limit": limit, "offset": offset,
         })  # fmt: skip
@@ -71,7 +63,7 @@ class AdminStore:
         return page
 
     def requeue(self, partition_id: str, transaction_id: str, group: str | None) -> dict[str, Any]:
-        result: dict[str, Any] = self._call("admin_requeue_dlq_message", {
+        result: dict[str, Any] = self.db.call("admin_requeue_dlq_message", {
             "partitionId": partition_id, "transactionId": transaction_id, "consumerGroup": group,
         })  # fmt: skip
         if not result["messageFound"]:
@@ -92,20 +84,20 @@ class AdminStore:
         limit: int,
         offset: int,
     ) -> dict[str, Any]:
-        return dict(self._json("admin_message_list", {
+        return dict(self.db.json("admin_message_list", {
             "queue": queue, "partition": partition, "from_ts": from_ts, "to_ts": to_ts,
             "limit": limit, "offset": offset,
         }))  # fmt: skip
 
     def message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
-        found = self._json("admin_message_detail", _message_key(partition_id, transaction_id))
+        found = self.db.json("admin_message_detail", _message_key(partition_id, transaction_id))
         if found is None:
             raise NotFound("Message not found")
         return self._plain(found)
 
     def delete_message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
         """{found, deleted, leasedBy}: a message under a live lease is not deleted."""
-        result: dict[str, Any] = self._json(
+        result: dict[str, Any] = self.db.json(
             "admin_message_delete", _message_key(partition_id, transaction_id)
         )
         if not result["found"]:
@@ -114,16 +106,16 @@ class AdminStore:
 
     # -- consumer groups ------------------------------------------------------------
     def consumer_groups(self) -> list[dict[str, Any]]:
-        return list(self._json("admin_consumer_groups", {"group": None, "details": False}))
+        return list(self.db.json("admin_consumer_groups", {"group": None, "details": False}))
 
     def consumer_group(self, group: str) -> dict[str, Any]:
-        found = self._json("admin_consumer_groups", {"group": group, "details": True})
+        found = self.db.json("admin_consumer_groups", {"group": group, "details": True})
         if not found:
             raise NotFound(f"Consumer group {group} not found")
         return dict(found[0])
 
     def lagging(self, min_lag_seconds: int) -> list[dict[str, Any]]:
-        return list(self._json("admin_consumer_groups_lagging", {"min_lag": min_lag_seconds}))
+        return list(self.db.json("admin_consumer_groups_lagging", {"min_lag": min_lag_seconds}))
 
     def delete_consumer_group(
         self, group: str, delete_metadata: bool, queue: str | None = None
@@ -131,13 +123,13 @@ class AdminStore:
         """(cursor rows deleted, metadata rows deleted); on one queue when `queue` is set."""
         params = {"group": group, "delete_metadata": delete_metadata, "queue": queue}
         query = "admin_delete_consumer_group_queue" if queue else "admin_delete_consumer_group"
-        row = self.db.fetch_one(queries.get(query), params)
+        row = self.db.row(query, params)
         assert row is not None
         return int(row[0]), int(row[1])
 
     def update_subscription(self, group: str, timestamp: datetime) -> int:
         return self.db.execute(
-            queries.get("admin_update_subscription"), {"group": group, "timestamp": timestamp}
+            "admin_update_subscription", {"group": group, "timestamp": timestamp}
         )
 
     def seek(
@@ -149,7 +141,7 @@ class AdminStore:
         timestamp: datetime | None,
     ) -> int:
         """Partitions whose cursor moved; NotFound for an unknown queue or partition."""
-        result = self._call("admin_seek_consumer_group", {
+        result = self.db.call("admin_seek_consumer_group", {
             "consumerGroup": group, "queue": queue, "partition": partition, "toEnd": to_end,
             "timestamp": timestamp.isoformat() if timestamp else None,
         })  # fmt: skip
@@ -170,7 +162,7 @@ class AdminStore:
         group: str | None,
         event_type: str,
     ) -> str:
-        trace_id = self.db.fetch_value(queries.get("admin_trace_insert"), {
+        trace_id = self.db.value("admin_trace_insert", {
             **_message_key(partition_id, transaction_id),
             "group": group, "event_type": event_type, "data": orjson.dumps(data).decode(),
             "names": names, "worker_id": self.worker_id,
@@ -180,45 +172,54 @@ class AdminStore:
         return str(trace_id)
 
     def traces_for_message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
-        found = self._json("admin_traces_for_message", _message_key(partition_id, transaction_id))
+        found = self.db.json("admin_traces_for_message", _message_key(partition_id, transaction_id))
         if found is None:
             raise NotFound("Message not found")
         return dict(found)
 
     def traces_by_name(self, name: str, limit: int, offset: int) -> dict[str, Any]:
         params = {"name": name, "limit": limit, "offset": offset}
-        return dict(self._json("admin_traces_by_name", params))
+        return dict(self.db.json("admin_traces_by_name", params))
 
     def trace_names(self, limit: int, offset: int) -> dict[str, Any]:
-        return dict(self._json("admin_trace_names", {"limit": limit, "offset": offset}))
+        return dict(self.db.json("admin_trace_names", {"limit": limit, "offset": offset}))
 
     # -- resources ------------------------------------------------------------------
     def queues(self) -> dict[str, Any]:
-        return dict(self._json("admin_queue_list", None))
+        return dict(self.db.json("admin_queue_list", None))
 
     def queue(self, name: str) -> dict[str, Any]:
-        found = self._json("admin_queue_detail", {"queue": name})
+        found = self.db.json("admin_queue_detail", {"queue": name})
         if found is None:
             raise NotFound(f"Queue {name} not found")
         return dict(found)
 
     def namespaces(self) -> list[dict[str, Any]]:
-        return list(self._json("admin_namespace_list", {"by_task": False}))
+        return list(self.db.json("admin_namespace_list", {"by_task": False}))
 
     def tasks(self) -> list[dict[str, Any]]:
-        return list(self._json("admin_namespace_list", {"by_task": True}))
+        return list(self.db.json("admin_namespace_list", {"by_task": True}))
+
+    # -- status (dashboards) ----------------------------------------------------------
+    def status(self, query: str, params: dict[str, Any]) -> Any:
+        """One of the `status_*` statements (JSON built by PostgreSQL; None: not found)."""
+        return self.db.json(query, params)
+
+    def overview(self) -> dict[str, Any]:
+        """`resources_overview` with the background services' last runs."""
+        body = dict(self.db.json("resources_overview"))
+        body["retention"]["services"] = self.db.json("ops_service_runs") or {}
+        return body
 
     # -- monitoring -----------------------------------------------------------------
     def backlog(self, timeout_ms: int) -> tuple[int, list[tuple[Any, ...]]]:
         """The number of queues and the rows of `ops_backlog` (queue, consumer_group,
         partitions, lag, oldest_epoch), in one transaction bounded by `timeout_ms`."""
-        with self.db.transaction() as cur:
-            cur.execute(queries.get("ops_local_timeout"), (str(timeout_ms),))
-            cur.execute(queries.get("ops_queue_count"))
-            row = cur.fetchone()
-            cur.execute(queries.get("ops_backlog"))
-            rows = [tuple(r) for r in cur.fetchall()]
-        return (int(row[0]) if row else 0), rows
+        with self.db.transaction() as tx:
+            tx.execute("ops_local_timeout", (str(timeout_ms),))
+            count = tx.value("ops_queue_count")
+            rows = tx.rows("ops_backlog")
+        return int(count or 0), rows
 
 
 def _message_key(partition_id: str, transaction_id: str) -> dict[str, str]:

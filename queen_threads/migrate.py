@@ -13,7 +13,7 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from queen_threads import db, queries
+from queen_threads import db
 from queen_threads.errors import DatabaseUnavailable, MigrationDeferred, MigrationError, QueenError
 from queen_threads.paths import FUNCTIONS_DIR, MIGRATIONS_DIR
 
@@ -62,11 +62,11 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
     applied_now: list[str] = []
     try:
         with conn.cursor() as cur:
-            cur.execute(queries.get("advisory_lock"), (ADVISORY_LOCK_KEY,))
+            tx = db.NamedCursor(cur)
+            tx.execute("advisory_lock", (ADVISORY_LOCK_KEY,))
             try:
-                cur.execute(queries.get("create_migrations_table"))
-                cur.execute(queries.get("applied_migrations"))
-                applied = dict(cur.fetchall())
+                tx.execute("create_migrations_table")
+                applied = dict(tx.rows("applied_migrations"))
                 for f in schema_files():
                     if f.kind == "migration" and f.version in applied:
                         continue
@@ -75,7 +75,7 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
                     _apply(conn, f)
                     applied_now.append(f.name)
             finally:
-                cur.execute(queries.get("advisory_unlock"), (ADVISORY_LOCK_KEY,))
+                tx.execute("advisory_unlock", (ADVISORY_LOCK_KEY,))
     except Exception as exc:
         if isinstance(exc, MigrationError):
             raise
@@ -94,8 +94,8 @@ def _apply(conn: db.Connection, f: SchemaFile) -> None:
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
-            cur.execute(f.sql)
-            cur.execute(queries.get("record_migration"), (f.version, f.name, f.kind, f.checksum))
+            cur.execute(f.sql)  # a schema file itself, not a named statement
+            db.NamedCursor(cur).execute("record_migration", (f.version, f.name, f.kind, f.checksum))
         conn.commit()
     except Exception as exc:
         if not conn.closed:

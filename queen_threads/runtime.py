@@ -73,6 +73,12 @@ class Runtime:
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         self.store: QueueStore = MeteredQueueStore(self.db, cipher, self.instruments.counters)
         self.polling: PollingService = MeteredPollingService(settings, self.store, self.worker_id)
+        self.admin = AdminStore(
+            self.db,
+            cipher,
+            str(self.worker_id),
+            on_decryption_error=self.store.decryption_failed,
+        )
         self.queues = QueueService(self.store, self.polling)
         self.queues.on_push_results = count_buffered
         self.peers = PeerService(
@@ -119,7 +125,7 @@ class Runtime:
                 self.maintenance,
                 self.peers,
             ),
-            backlog=AdminStore(self.db).backlog,
+            backlog=self.admin.backlog,
             buffer=self.buffer.status,
         )
 

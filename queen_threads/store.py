@@ -11,9 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from queen_threads import queries, validation
+from queen_threads import validation
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 
@@ -25,20 +23,16 @@ class QueueStore:
         self.db = db
         self.cipher = cipher
 
-    def _call(self, query: str, arg: Any) -> Any:
-        text = self.db.fetch_value(queries.get(query), (orjson.dumps(arg).decode(),))
-        return orjson.loads(text) if text is not None else None
-
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.cipher is not None:
             self._encrypt(items)
-        return list(self._call("push_messages", items))
+        return list(self.db.call("push_messages", items))
 
     def _encrypt(self, items: list[dict[str, Any]]) -> None:
         assert self.cipher is not None
         names = sorted({item["queue"] for item in items})
-        rows = self.db.fetch_all(queries.get("encrypted_queues"), (names,))
+        rows = self.db.rows("encrypted_queues", (names,))
         encrypted = {row[0] for row in rows}
         for item in items:
             if item["queue"] in encrypted:
@@ -48,7 +42,7 @@ class QueueStore:
     # -- consumers ------------------------------------------------------------------
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """One call for several pops (each its own lease); results in request order."""
-        results: list[dict[str, Any]] = self._call("pop_batch", list(requests))
+        results: list[dict[str, Any]] = self.db.call("pop_batch", list(requests))
         for result in results:
             for message in result.get("messages") or ():
                 self.open_message(message)
@@ -64,29 +58,29 @@ class QueueStore:
         """An outgoing message could not be decrypted (already logged); counted by metrics."""
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(self._call("ack_messages", {"acks": acks}))
+        return list(self.db.call("ack_messages", {"acks": acks}))
 
     def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
         if self.cipher is not None:
             pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
             if pushed:
                 self._encrypt(pushed)
-        return dict(self._call("execute_transaction", {"operations": operations}))
+        return dict(self.db.call("execute_transaction", {"operations": operations}))
 
     def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
-        return dict(self._call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))
+        return dict(self.db.call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))
 
     def release_leases(self, lease_ids: Sequence[str]) -> int:
         """Give leases back (client gone): their messages go to the next consumer now."""
         if not lease_ids:
             return 0
-        return int(self._call("release_leases", {"leaseIds": list(lease_ids)}))
+        return int(self.db.call("release_leases", {"leaseIds": list(lease_ids)}))
 
     # -- administration -------------------------------------------------------------
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create or update a queue; encryption without a key would store plain text: 400."""
         validation.encryption_key_present(body, self.cipher is not None)
-        return dict(self._call("configure_queue", body))
+        return dict(self.db.call("configure_queue", body))
 
     def delete_queue(self, name: str) -> bool:
-        return bool(self.db.fetch_value(queries.get("delete_queue"), {"name": name}))
+        return bool(self.db.value("delete_queue", {"name": name}))

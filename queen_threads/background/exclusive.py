@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from queen_threads import db, queries
+from queen_threads import db
 from queen_threads.db import Connection
 
 log = logging.getLogger("queen_threads.background")
@@ -34,41 +34,13 @@ def lock_key(service: str) -> int:
     return 0x7175_656E_0000_0000 | zlib.crc32(service.encode())
 
 
-class Session:
-    """A dedicated autocommit connection of one run (not from the request pool)."""
+class Session(db.NamedCursor):
+    """A dedicated autocommit connection of one run (not from the request pool): named
+    statements, driver errors translated like the pool's."""
 
     def __init__(self, conn: Connection) -> None:
+        super().__init__(conn.cursor(), translate=True)
         self.conn = conn
-
-    def value(self, query: str, params: Any = None) -> Any:
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute(queries.get(query), params)
-                row = cur.fetchone()
-        except Exception as exc:
-            raise db.translate(exc) from exc
-        return row[0] if row else None
-
-    def rows(self, query: str, params: Any = None) -> list[tuple[Any, ...]]:
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute(queries.get(query), params)
-                return [tuple(r) for r in cur.fetchall()]
-        except Exception as exc:
-            raise db.translate(exc) from exc
-
-    def execute(self, query: str, params: Any = None) -> int:
-        try:
-            with self.conn.cursor() as cur:
-                cur.execute(queries.get(query), params)
-                return int(cur.rowcount)
-        except Exception as exc:
-            raise db.translate(exc) from exc
-
-    def call(self, query: str, arg: dict[str, Any]) -> Any:
-        """A stored function taking and returning JSON (one transaction)."""
-        text = self.value(query, (orjson.dumps(arg).decode(),))
-        return orjson.loads(text) if text is not None else None
 
 
 @contextmanager

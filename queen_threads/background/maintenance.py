@@ -14,7 +14,6 @@ import logging
 import threading
 import time
 
-from queen_threads import queries
 from queen_threads.db import Database
 from queen_threads.errors import QueenError
 
@@ -50,7 +49,7 @@ class Maintenance:
         """Read both flags from the database; on failure keep the last known values."""
         version = self._version
         try:
-            row = self.db.fetch_one(queries.get("maintenance_get"))
+            row = self.db.row("maintenance_get")
         except QueenError as exc:
             log.debug("maintenance flags not refreshed: %s", exc)
             return False
@@ -66,9 +65,7 @@ class Maintenance:
         """Store a flag (raises DatabaseUnavailable when the database is down)."""
         if key not in (PUSH_KEY, POP_KEY):
             raise ValueError(f"unknown maintenance flag {key!r}")
-        value = bool(
-            self.db.fetch_value(queries.get("maintenance_set"), {"key": key, "enabled": enabled})
-        )
+        value = bool(self.db.value("maintenance_set", {"key": key, "enabled": enabled}))
         with self._lock:
             self._version += 1
             if key == PUSH_KEY:

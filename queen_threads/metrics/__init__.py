@@ -21,7 +21,6 @@ from queen_threads.metrics.metered import (
     TimedDatabase,
     count_buffered,
     observe_service,
-    query_name,
 )
 from queen_threads.metrics.sampler import Sampler
 
@@ -42,5 +41,4 @@ __all__ = [
     "multiprocess_mode",
     "observe_service",
     "prom",
-    "query_name",
 ]

@@ -16,25 +16,14 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from queen_threads import queries
 from queen_threads.background.exclusive import RunOutcome
 from queen_threads.crypto import PayloadCipher
-from queen_threads.db import Cursor, Database, Params, PoolConfig
+from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 from queen_threads.polling import PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.store import QueueStore
-
-_names: dict[str, str] | None = None
-
-
-def query_name(sql: str) -> str:
-    """The `-- name:` of a statement text from the queries files ("other" if unknown)."""
-    global _names
-    if _names is None:
-        _names = {queries.get(n): n for n in queries.names()}
-    return _names.get(sql, "other")
 
 
 def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:
@@ -51,7 +40,7 @@ class TimedDatabase(Database):
         self.counters = counters
 
     @contextmanager
-    def _timed(self, sql: str, name: str | None = None) -> Iterator[None]:
+    def _timed(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
         failed = False
         try:
@@ -61,7 +50,6 @@ class TimedDatabase(Database):
             raise
         finally:
             elapsed = time.perf_counter() - started
-            name = name or query_name(sql)
             metrics = prom()
             metrics.db_duration.labels(name).observe(elapsed)
             if failed:
@@ -69,22 +57,14 @@ class TimedDatabase(Database):
             if self.counters is not None:
                 self.counters.db_call(elapsed, failed)
 
-    def execute(self, sql: str, params: Params = None) -> int:
-        with self._timed(sql):
-            return super().execute(sql, params)
-
-    def fetch_one(self, sql: str, params: Params = None) -> tuple[Any, ...] | None:
-        with self._timed(sql):
-            return super().fetch_one(sql, params)
-
-    def fetch_all(self, sql: str, params: Params = None) -> list[tuple[Any, ...]]:
-        with self._timed(sql):
-            return super().fetch_all(sql, params)
+    def _run(self, name: str, params: Params, fetch: Fetch) -> Any:
+        with self._timed(name):
+            return super()._run(name, params, fetch)
 
     @contextmanager
-    def transaction(self) -> Iterator[Cursor]:
-        with self._timed("", "transaction"), super().transaction() as cur:
-            yield cur
+    def transaction(self) -> Iterator[NamedCursor]:
+        with self._timed("transaction"), super().transaction() as tx:
+            yield tx
 
 
 class MeteredQueueStore(QueueStore):

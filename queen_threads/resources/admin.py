@@ -6,19 +6,13 @@ from __future__ import annotations
 
 import falcon
 
-from queen_threads.admin_store import AdminStore
 from queen_threads.resources import consumer_groups, dlq, listings, messages, traces
 from queen_threads.runtime import Runtime
 
 
 def register(app: falcon.App, runtime: Runtime, api: str) -> None:
     """Add the administration routes under `api` (e.g. /api/v1)."""
-    store = AdminStore(
-        runtime.db,
-        runtime.store.cipher,
-        str(runtime.worker_id),
-        on_decryption_error=runtime.store.decryption_failed,
-    )
+    store = runtime.admin
     body_limit = runtime.settings.max_body_size
     seek = consumer_groups.Seek(store, body_limit)
     routes: list[tuple[str, object]] = [

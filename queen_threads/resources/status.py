@@ -19,9 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import falcon
-import orjson
 
-from queen_threads import queries
 from queen_threads import validation as v
 from queen_threads.errors import NotFound, ValidationError
 from queen_threads.http.params import iso_z, name_param, page, time_range
@@ -57,11 +55,7 @@ def time_range_json(w: dict[str, Any]) -> dict[str, str]:
 
 class _Status:
     def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
-    def _json(self, query: str, params: dict[str, Any]) -> Any:
-        text = self.runtime.db.fetch_value(queries.get(query), params)
-        return orjson.loads(text) if text is not None else None
+        self.store = runtime.admin
 
 
 class Status(_Status):
@@ -72,7 +66,7 @@ class Status(_Status):
             "namespace": name_param(req, "namespace", "Namespace"),
             "task": name_param(req, "task", "Task"),
         }
-        body = self._json("status_summary", {**w, **filters})
+        body = self.store.status("status_summary", {**w, **filters})
         seconds = max((w["to_ts"] - w["from_ts"]).total_seconds(), 1e-9)
         throughput = body["throughput"]
         throughput["ingestedPerSecond"] = round(throughput["ingested"] / seconds, 3)
@@ -88,7 +82,9 @@ class StatusQueues(_Status):
             "namespace": name_param(req, "namespace", "Namespace"),
             "task": name_param(req, "task", "Task"),
         }
-        body = self._json("status_queues", {**w, **filters, "limit": limit, "offset": offset})
+        body = self.store.status(
+            "status_queues", {**w, **filters, "limit": limit, "offset": offset}
+        )
         seconds = max((w["to_ts"] - w["from_ts"]).total_seconds(), 1e-9)
         for queue in body["queues"]:
             t = queue["throughput"]
@@ -100,7 +96,7 @@ class StatusQueue(_Status):
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         name = v.name(queue, "Queue")
         w = window(req)
-        body = self._json("status_queue", {**w, "queue": name})
+        body = self.store.status("status_queue", {**w, "queue": name})
         if body is None:
             raise NotFound(f"Queue {name!r} not found")
         seconds = max((w["to_ts"] - w["from_ts"]).total_seconds(), 1e-9)
@@ -111,11 +107,7 @@ class StatusQueue(_Status):
 
 class Overview(_Status):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        text = self.runtime.db.fetch_value(queries.get("resources_overview"))
-        services = self.runtime.db.fetch_value(queries.get("ops_service_runs"))
-        body = orjson.loads(text)
-        body["retention"]["services"] = orjson.loads(services) if services else {}
-        media(resp, body)
+        media(resp, self.store.overview())
 
 
 def register(app: falcon.App, runtime: Runtime, api: str) -> None:

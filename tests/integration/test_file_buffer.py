@@ -29,6 +29,7 @@ from queen_threads.buffer import replay as replay_mod
 from queen_threads.db import Database, PoolConfig
 from queen_threads.settings import load_settings
 from queen_threads.store import QueueStore
+from tests.support.sql import sql_rows
 
 Make = Callable[..., FileBuffer]
 
@@ -80,7 +81,8 @@ def drain(fb: FileBuffer, timeout: float = 10) -> dict[str, Any]:
 
 def stored(database: Database, queue: str = "fb") -> list[tuple[str, int]]:
     """(partition, n) of the queue's messages in delivery order ((created_at, id))."""
-    rows = database.fetch_all(
+    rows = sql_rows(
+        database,
         """SELECT p.name, (m.payload ->> 'n')::int
              FROM queen.messages m JOIN queen.partitions p ON p.id = m.partition_id
              JOIN queen.queues q ON q.id = p.queue_id

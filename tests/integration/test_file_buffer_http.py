@@ -13,6 +13,7 @@ import pytest
 
 from queen_threads.app import create_app
 from queen_threads.runtime import Runtime
+from tests.support.sql import sql_value
 
 API = "/api/v1"
 
@@ -82,8 +83,8 @@ def test_maintenance_buffers_pushes_then_drains_in_order(api: Client) -> None:
     on = api.switch("maintenance", True)
     assert on["maintenanceMode"] is True and "message" in on
     assert set(on) == {"maintenanceMode", "bufferedMessages", "bufferHealthy", "message"}
-    row = api.runtime.db.fetch_value(
-        "SELECT value FROM queen.system_state WHERE key = 'maintenance_mode'"
+    row = sql_value(
+        api.runtime.db, "SELECT value FROM queen.system_state WHERE key = 'maintenance_mode'"
     )
     assert row == {"enabled": True}
 
@@ -99,7 +100,7 @@ def test_maintenance_buffers_pushes_then_drains_in_order(api: Client) -> None:
     ticks = api.runtime.buffer.committer.replayed
     time.sleep(0.2)  # ~10 replay ticks at FILE_BUFFER_FLUSH_MS=20: proving an absence
     assert api.runtime.buffer.committer.replayed == ticks == 0
-    assert api.runtime.db.fetch_value("SELECT count(*) FROM queen.messages") == 0
+    assert sql_value(api.runtime.db, "SELECT count(*) FROM queen.messages") == 0
 
     off = api.switch("maintenance", False)
     assert off["maintenanceMode"] is False
@@ -107,7 +108,7 @@ def test_maintenance_buffers_pushes_then_drains_in_order(api: Client) -> None:
     pops = [api.pop("mq").json["messages"] for _ in range(2)]  # one partition per pop
     by_partition = {ms[0]["partition"]: [m["data"]["n"] for m in ms] for ms in pops}
     assert by_partition == {"P": [0, 1, 2, 3, 4, 5], "Q": [6]}
-    assert api.runtime.db.fetch_value("SELECT count(*) FROM queen.messages") == 7
+    assert sql_value(api.runtime.db, "SELECT count(*) FROM queen.messages") == 7
     assert api.push(msg(7))[0]["status"] == "queued"  # off: straight to the database
 
 
@@ -137,6 +138,6 @@ def test_switch_reaches_another_process_within_about_a_second(
     first.switch("maintenance", False)
     wait_for(lambda: not second.runtime.maintenance.push_on, timeout=3, what="refresh")
     wait_for(
-        lambda: first.runtime.db.fetch_value("SELECT count(*) FROM queen.messages") == 1,
+        lambda: sql_value(first.runtime.db, "SELECT count(*) FROM queen.messages") == 1,
         what="drain",
     )

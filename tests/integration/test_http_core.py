@@ -11,6 +11,7 @@ import pytest
 
 from queen_threads.app import create_app
 from queen_threads.runtime import Runtime
+from tests.support.sql import sql_rows, sql_value
 
 
 class Client(falcon.testing.TestClient):
@@ -22,7 +23,7 @@ class Client(falcon.testing.TestClient):
 
 
 def count(api: Client, sql: str) -> int:
-    return int(api.runtime.db.fetch_value(sql))
+    return int(sql_value(api.runtime.db, sql))
 
 
 @pytest.fixture
@@ -273,7 +274,7 @@ def test_encrypted_queue_stores_ciphertext_and_pops_plaintext(
         "/api/v1/push", json={"items": [{"queue": "sec", "payload": {"pin": 1234}}]}
     )
     assert r.status_code == 201
-    stored = runtime.db.fetch_one("SELECT payload, is_encrypted FROM queen.messages")
+    stored = sql_rows(runtime.db, "SELECT payload, is_encrypted FROM queen.messages")[0]
     assert stored is not None
     assert stored[1] is True
     assert "pin" not in str(stored[0]) and "encrypted" in stored[0]

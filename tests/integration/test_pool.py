@@ -8,6 +8,7 @@ import pytest
 from queen_threads.db import Database, PoolConfig
 from queen_threads.embedded import EmbeddedPostgres
 from queen_threads.errors import DatabaseUnavailable, ValidationError
+from tests.support.sql import sql_value
 
 
 def test_caller_waits_for_a_busy_connection_then_gets_it(migrated_dsn: str) -> None:
@@ -16,7 +17,7 @@ def test_caller_waits_for_a_busy_connection_then_gets_it(migrated_dsn: str) -> N
     got: list[int] = []
 
     def second() -> None:
-        got.append(db.fetch_value("SELECT 2"))
+        got.append(sql_value(db, "SELECT 2"))
 
     with db.connection():
         t = threading.Thread(target=second)
@@ -35,16 +36,16 @@ def test_waiting_caller_times_out_with_unavailable(migrated_dsn: str) -> None:
     with db.connection():
         started = time.monotonic()
         with pytest.raises(DatabaseUnavailable, match="no database connection"):
-            db.fetch_value("SELECT 1")
+            sql_value(db, "SELECT 1")
         assert 0.25 <= time.monotonic() - started < 2
-    assert db.fetch_value("SELECT 1") == 1
+    assert sql_value(db, "SELECT 1") == 1
     db.close()
 
 
 def test_driver_errors_become_project_errors(database: Database) -> None:
     with pytest.raises(ValidationError):
-        database.fetch_value("SELECT 'not a number'::int")
-    assert database.fetch_value("SELECT 1") == 1, "the connection stays usable"
+        sql_value(database, "SELECT 'not a number'::int")
+    assert sql_value(database, "SELECT 1") == 1, "the connection stays usable"
 
 
 def test_pool_recovers_after_postgres_restart(private_pg: EmbeddedPostgres) -> None:
@@ -55,8 +56,8 @@ def test_pool_recovers_after_postgres_restart(private_pg: EmbeddedPostgres) -> N
     assert db.pool.stats()["idleConnections"] == 3
     private_pg.stop()
     with pytest.raises(DatabaseUnavailable):
-        db.fetch_value("SELECT 1")
+        sql_value(db, "SELECT 1")
     private_pg.restart()
-    assert db.fetch_value("SELECT 1") == 1, "first request after the restart succeeds"
-    assert db.fetch_value("SELECT 1") == 1
+    assert sql_value(db, "SELECT 1") == 1, "first request after the restart succeeds"
+    assert sql_value(db, "SELECT 1") == 1
     db.close()

@@ -1,1 +1,0 @@
-"""Per-worker background services and process-wide counters."""
