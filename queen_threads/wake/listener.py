@@ -5,7 +5,7 @@ itself (and wakes every poll worker after a reconnect, in case it missed somethi
 The loop never ends before `stop()`: whatever fails (the connection, the LISTEN, a bug),
 the failure is logged and counted, and the listener connects again after a backoff that
 doubles from 0.2 s up to 5 s (back to 0.2 s once a connection has stayed up 10 s). A
-link that dies silently is found by the TCP keepalives every connection carries (db.py).
+link that dies silently is found by the TCP keepalives every connection carries (db/connect.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import psycopg2
 import psycopg2.extensions
 import pytest
 
-from queen_threads.green_wait import connect_timeout_s, gevent_wait
+from queen_threads.db.green_wait import connect_timeout_s, gevent_wait
 
 
 def fake(dsn: str) -> Any:

@@ -93,3 +93,22 @@ def test_no_import_circles_in_the_package() -> None:
 def test_the_check_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_only_the_database_room_imports_the_driver() -> None:
+    importers = {
+        name
+        for name, path in modules().items()
+        if "psycopg2" in {n.split(".")[0] for n in _imported_names(path)}
+    }
+    assert importers and all(name.startswith("queen_threads.db") for name in importers), importers
+
+
+def _imported_names(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names

@@ -1,0 +1,159 @@
+"""Connections: their settings (TCP keepalives, timeouts), gevent cooperation, the
+mapping of driver errors onto the project's errors, standalone connections and LISTEN."""
+
+from __future__ import annotations
+
+import logging
+import select
+from collections.abc import Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg2
+import psycopg2.errors
+import psycopg2.extensions
+
+from queen_threads.errors import DatabaseError, DatabaseUnavailable, ValidationError
+
+log = logging.getLogger("queen_threads.db")
+
+Connection = psycopg2.extensions.connection
+Cursor = psycopg2.extensions.cursor
+Params = Sequence[Any] | dict[str, Any] | None
+
+# SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
+_UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
+
+# TCP keepalives on every connection the project opens (pool, LISTEN, background sessions,
+# migrations): a link that died without a FIN or RST (a host or NAT that vanished) is
+# noticed after idle + interval * count = 25 s of silence, and unacknowledged data gives
+# up after TCP_USER_TIMEOUT_MS; without them a half-open connection waits for ever.
+# Values the DSN sets itself win. (libpq ignores them on Unix-domain sockets.)
+KEEPALIVE_IDLE_S = 10
+KEEPALIVE_INTERVAL_S = 5
+KEEPALIVE_COUNT = 3
+TCP_USER_TIMEOUT_MS = 30000
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    dsn: str
+    max_size: int
+    acquire_timeout_s: float
+    connect_timeout_s: int = 2
+    statement_timeout_ms: int = 30000
+    lock_timeout_ms: int = 10000
+    idle_in_transaction_timeout_ms: int = 30000
+    application_name: str = "queen-threads"
+
+
+def connection_kwargs(
+    dsn: str, connect_timeout_s: int, application_name: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """Keyword arguments of `psycopg2.connect(dsn, **kwargs)`: the keepalive defaults (unless
+    the DSN sets them), the connect timeout, the application name and `extra`."""
+    defaults: dict[str, Any] = {
+        "keepalives": 1,
+        "keepalives_idle": KEEPALIVE_IDLE_S,
+        "keepalives_interval": KEEPALIVE_INTERVAL_S,
+        "keepalives_count": KEEPALIVE_COUNT,
+    }
+    if psycopg2.extensions.libpq_version() >= 120000:  # tcp_user_timeout: libpq 12+
+        defaults["tcp_user_timeout"] = TCP_USER_TIMEOUT_MS
+    try:
+        given = psycopg2.extensions.parse_dsn(dsn)
+    except psycopg2.Error:
+        given = {}  # malformed: connect() reports it
+    kwargs = {k: v for k, v in defaults.items() if k not in given}
+    kwargs["connect_timeout"] = connect_timeout_s
+    if application_name:
+        kwargs["application_name"] = application_name
+    kwargs.update(extra)
+    return kwargs
+
+
+def make_cooperative() -> None:
+    """Make psycopg2 yield to other greenlets while it waits on the network (gevent);
+    connection attempts keep their connect timeout (see green_wait.py)."""
+    from queen_threads.db.green_wait import gevent_wait
+
+    psycopg2.extensions.set_wait_callback(gevent_wait)
+
+
+def translate(exc: BaseException) -> Exception:
+    """Map a driver error to the project's own exception."""
+    if isinstance(exc, psycopg2.InterfaceError | psycopg2.OperationalError):
+        code = getattr(exc, "pgcode", None) or ""
+        if isinstance(exc, psycopg2.errors.QueryCanceled):
+            return DatabaseUnavailable("database statement timed out")
+        if not code or code[:2] in _UNAVAILABLE_CLASSES:
+            return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
+    if isinstance(exc, psycopg2.Error):
+        code = getattr(exc, "pgcode", None) or ""
+        if code.startswith("22") or code in ("23514", "P0002"):
+            return ValidationError(_first_line(exc))
+        if code[:2] in _UNAVAILABLE_CLASSES or code in ("40001", "40P01", "55P03"):
+            return DatabaseUnavailable(f"database busy: {_first_line(exc)}")
+        return DatabaseError(_first_line(exc))
+    return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = (getattr(exc, "pgerror", None) or str(exc) or type(exc).__name__).strip()
+    line = text.splitlines()[0] if text else type(exc).__name__
+    return line.removeprefix("ERROR:").strip()
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    return isinstance(translate(exc), DatabaseUnavailable) and not isinstance(
+        exc, psycopg2.errors.QueryCanceled
+    )
+
+
+def connect_raw(
+    dsn: str, connect_timeout_s: int = 5, application_name: str | None = None
+) -> Connection:
+    """A standalone autocommit connection (migrations, LISTEN); errors are translated."""
+    try:
+        conn = psycopg2.connect(dsn, **connection_kwargs(dsn, connect_timeout_s, application_name))
+    except psycopg2.Error as exc:
+        raise translate(exc) from exc
+    conn.autocommit = True
+    return conn
+
+
+class Listener:
+    """A dedicated connection LISTENing on one channel (wake-ups from every process)."""
+
+    def __init__(
+        self,
+        dsn: str,
+        channel: str,
+        connect_timeout_s: int = 5,
+        application_name: str | None = None,
+    ) -> None:
+        self.conn = connect_raw(dsn, connect_timeout_s, application_name)
+        try:
+            with self.conn.cursor() as cur:
+                cur.execute(f"LISTEN {psycopg2.extensions.quote_ident(channel, cur)}")
+        except psycopg2.Error as exc:
+            self.close()
+            raise translate(exc) from exc
+
+    def wait(self, timeout_s: float) -> list[str]:
+        """Payloads that arrived within `timeout_s`; DatabaseUnavailable if the link broke."""
+        try:
+            readable, _, _ = select.select([self.conn], [], [], timeout_s)
+            if not readable:
+                return []
+            self.conn.poll()
+        except (psycopg2.Error, OSError, ValueError) as exc:
+            raise DatabaseUnavailable(f"listener connection lost: {exc}") from exc
+        payloads = [n.payload for n in self.conn.notifies]
+        self.conn.notifies.clear()
+        return payloads
+
+    def close(self) -> None:
+        with suppress(Exception):
+            self.conn.close()
