@@ -13,7 +13,6 @@ import threading
 import time
 
 from queen_threads import __version__, migrate
-from queen_threads.admin_store import AdminStore
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
@@ -31,10 +30,11 @@ from queen_threads.metrics import (
     count_buffered,
     observe_service,
 )
+from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
+from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
-from queen_threads.store import QueueStore
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.peers import PeerService
 

@@ -67,7 +67,7 @@ WITH meta AS (
 SELECT count(*) > 0 FROM gone;
 
 -- ===== admin =====
--- Statements of the administration routes (queen_threads/admin_store.py is their only
+-- Statements of the administration routes (queen_threads/queue/admin_store.py is their only
 -- caller). Each returns one JSON text value (or a few counts); optional filters are NULL
 -- when unset. The stored functions they use live in schema/functions/80_admin.sql.
 

@@ -21,8 +21,8 @@ from queen_threads.buffer.records import count_records, to_event
 from queen_threads.buffer.replay import Replayer
 from queen_threads.buffer.writer import BufferWriter
 from queen_threads.errors import DatabaseError, DatabaseUnavailable, Unavailable
+from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
-from queen_threads.store import QueueStore
 
 log = logging.getLogger("queen_threads.file_buffer")
 

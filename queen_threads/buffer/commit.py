@@ -24,7 +24,7 @@ from typing import Any
 from queen_threads.buffer.files import BufFile
 from queen_threads.buffer.records import Record, RecordReader, TornTail, copy_tail, to_item
 from queen_threads.errors import DatabaseUnavailable
-from queen_threads.store import QueueStore
+from queen_threads.queue.store import QueueStore
 
 log = logging.getLogger("queen_threads.file_buffer")
 

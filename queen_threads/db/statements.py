@@ -15,7 +15,7 @@ import psycopg2
 import psycopg2.errors
 import psycopg2.extensions
 
-from queen_threads import queries
+from queen_threads.db import queries
 from queen_threads.db.connect import (
     Connection,
     Cursor,

@@ -23,7 +23,7 @@ from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 from queen_threads.polling import PollIntention, Response
 from queen_threads.queue.polling import PollingService
-from queen_threads.store import QueueStore
+from queen_threads.queue.store import QueueStore
 
 
 def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:

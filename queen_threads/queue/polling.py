@@ -20,8 +20,8 @@ from queen_threads.polling import (
     Watch,
 )
 from queen_threads.queue.popper import DbPopper
+from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
-from queen_threads.store import QueueStore
 
 log = logging.getLogger("queen_threads.polling")
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from queen_threads.polling import PollIntention, PopResult
-from queen_threads.store import QueueStore
+from queen_threads.queue.store import QueueStore
 
 
 def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from queen_threads.polling import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.push_batcher import PushBatcher
-from queen_threads.store import QueueStore
+from queen_threads.queue.store import QueueStore
 
 WakeupSink = Callable[[dict[str, Any]], None]
 PushFn = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]

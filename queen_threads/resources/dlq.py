@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import falcon
 
-from queen_threads.admin_store import AdminStore
 from queen_threads.http.params import name_param, page, time_range
 from queen_threads.http.request import media
+from queen_threads.queue.admin_store import AdminStore
 
 DEFAULT_LIMIT = 100
 

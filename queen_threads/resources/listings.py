@@ -11,8 +11,8 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.admin_store import AdminStore
 from queen_threads.http.request import media
+from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
 
 

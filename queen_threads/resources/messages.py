@@ -12,10 +12,10 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.admin_store import AdminStore
 from queen_threads.errors import NotFound
 from queen_threads.http.params import message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media
+from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
 
 DEFAULT_LIMIT = 200

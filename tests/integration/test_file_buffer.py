@@ -27,8 +27,8 @@ from queen_threads.buffer import (
 from queen_threads.buffer import commit as commit_mod
 from queen_threads.buffer import replay as replay_mod
 from queen_threads.db import Database, PoolConfig
+from queen_threads.queue.store import QueueStore
 from queen_threads.settings import load_settings
-from queen_threads.store import QueueStore
 from tests.support.sql import sql_rows
 
 Make = Callable[..., FileBuffer]

@@ -26,8 +26,8 @@ from queen_threads.background.retention import (
     cleanup_partitions,
 )
 from queen_threads.db import Database
+from queen_threads.queue.store import QueueStore
 from queen_threads.runtime import Runtime
-from queen_threads.store import QueueStore
 
 QM = "__QUEUE_MODE__"
 

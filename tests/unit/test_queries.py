@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from queen_threads import queries
+from queen_threads.db import queries
 
 ROOT = Path(__file__).resolve().parents[2] / "queen_threads"
 
