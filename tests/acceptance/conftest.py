@@ -81,3 +81,13 @@ def unique() -> Callable[[str], str]:
     """`unique("orders")` -> a name no other test uses (queues, groups, namespaces)."""
     tag = uuid.uuid4().hex[:10]
     return lambda prefix: f"{prefix}-{tag}"
+
+
+@pytest.fixture
+def admin_conn(migrated_dsn: str) -> Iterator[psycopg2.extensions.connection]:
+    """An autocommit connection to the test database, for reading or writing behind the
+    server's back."""
+    conn = psycopg2.connect(migrated_dsn)
+    conn.autocommit = True
+    yield conn
+    conn.close()

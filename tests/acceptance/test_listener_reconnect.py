@@ -6,27 +6,17 @@ waiting long poll within a second."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import psycopg2
 import psycopg2.extensions
-import pytest
 
 from tests.acceptance.test_long_poll import Waiter, qname
 from tests.integration.test_listener import listener_backends, push_by_sql
 from tests.support.server import ServerProcess
 
 SLOW_POLLING = {"POLL_DB_INTERVAL": "5000", "QUEUE_MAX_POLL_INTERVAL": "10000"}
-
-
-@pytest.fixture
-def admin_conn(migrated_dsn: str) -> Iterator[psycopg2.extensions.connection]:
-    conn = psycopg2.connect(migrated_dsn)
-    conn.autocommit = True
-    yield conn
-    conn.close()
 
 
 def listener_stats(url: str) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -58,14 +57,6 @@ def test_udp_peer_notification_wakes_the_other_instance(migrated_dsn: str, secre
 
 
 # -- a guarded instance (one worker process: /metrics always describes the receiver) -----
-@pytest.fixture
-def admin_conn(migrated_dsn: str) -> Iterator[psycopg2.extensions.connection]:
-    conn = psycopg2.connect(migrated_dsn)
-    conn.autocommit = True
-    yield conn
-    conn.close()
-
-
 def peer_stats(url: str) -> dict[str, Any]:
     stats: dict[str, Any] = httpx.get(f"{url}/metrics").json()["peers"]
     return stats

@@ -39,14 +39,19 @@ def tls_connection(srv: ServerProcess) -> ssl.SSLSocket:
     return srv.verify.wrap_socket(raw, server_hostname="localhost")
 
 
+def tls_long_poll(srv: ServerProcess, queue: str) -> ssl.SSLSocket:
+    """A 20 s long poll on `queue`, sent over a new TLS connection."""
+    sock = tls_connection(srv)
+    path = f"/api/v1/pop/queue/{queue}?wait=true&timeout=20000"
+    sock.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return sock
+
+
 def test_a_long_poll_over_tls_is_woken_by_a_push_and_keeps_its_connection(
     tls_server: ServerProcess,
 ) -> None:
     q = f"tls-{uuid.uuid4().hex[:10]}"
-    sock = tls_connection(tls_server)
-    sock.sendall(
-        f"GET /api/v1/pop/queue/{q}?wait=true&timeout=20000 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    )
+    sock = tls_long_poll(tls_server, q)
     answers: list[tuple[bytes, bytes]] = []
     reader = threading.Thread(target=lambda: answers.append(read_answer(sock, 25)))
     reader.start()
@@ -83,10 +88,7 @@ def test_a_departed_tls_client_is_noticed_and_its_poll_withdrawn(
     tls_server: ServerProcess,
 ) -> None:
     q = f"tls-{uuid.uuid4().hex[:10]}"
-    sock = tls_connection(tls_server)
-    sock.sendall(
-        f"GET /api/v1/pop/queue/{q}?wait=true&timeout=20000 HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-    )
+    sock = tls_long_poll(tls_server, q)
 
     def waiting() -> int:
         body = httpx.get(f"{tls_server.url}/metrics", verify=tls_server.verify).json()
