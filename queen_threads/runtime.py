@@ -95,6 +95,7 @@ class Runtime:
         self.queues.sinks.append(self.peers)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
         self.schema_ready = threading.Event()
+        self._schema_retry = threading.Event()  # try the migration now, not after the backoff
         self.schema_error: str | None = None  # why the last migration attempt failed
         self._stopping = threading.Event()
         self._shutdown_lock = threading.Lock()
@@ -161,8 +162,18 @@ class Runtime:
                 level = logging.DEBUG if str(exc) == self.schema_error else logging.WARNING
                 self.schema_error = str(exc)
                 log.log(level, "schema not ready yet: %s", exc)
-            self._stopping.wait(delay)
+            self._schema_retry.wait(delay)
+            self._schema_retry.clear()
             delay = min(delay * 2, SCHEMA_RETRY_MAX_S)
+
+    def schema_ready_now(self, wait_s: float = 1.0) -> bool:
+        """True when the schema is ready; otherwise ask the migration loop to try at once
+        (the database answers again: no process should wait out its backoff, nor answer
+        503 meanwhile) and wait up to `wait_s` for it."""
+        if self.schema_ready.is_set():
+            return True
+        self._schema_retry.set()
+        return self.schema_ready.wait(wait_s)
 
     def require_database(self) -> None:
         """Raise DatabaseUnavailable (503 + Retry-After) when PostgreSQL is known to be
@@ -175,7 +186,7 @@ class Runtime:
             raise DatabaseUnavailable(
                 pool.last_error or "database unavailable", UNAVAILABLE_RETRY_S
             )
-        if self.schema_error is not None and not self.schema_ready.is_set():
+        if self.schema_error is not None and not self.schema_ready_now():
             raise DatabaseUnavailable(
                 f"database schema not ready yet: {self.schema_error}", UNAVAILABLE_RETRY_S
             )
@@ -188,6 +199,7 @@ class Runtime:
             if self._stopping.is_set():
                 return
             self._stopping.set()
+            self._schema_retry.set()
             self.polling.stop(timeout=1.0)
             self.listener.stop()
             self.peers.stop()

@@ -22,7 +22,11 @@ class Health:
             "server": f"{socket.gethostname()}:{self.runtime.settings.port}",
             "worker_id": self.runtime.worker_id,
             "version": self.runtime.version,
-            "schema": "ready" if self.runtime.schema_ready.is_set() else "pending",
+            "schema": "ready"
+            if (
+                self.runtime.schema_ready_now() if connected else self.runtime.schema_ready.is_set()
+            )
+            else "pending",
         }
         if not connected:
             body["error"] = self.runtime.db.pool.last_error or "database unavailable"
