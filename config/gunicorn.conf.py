@@ -13,9 +13,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from queen_threads.auth import build_verifier
 from queen_threads.settings import load_settings
 
 _settings = load_settings()  # a malformed variable stops the master with one clear line
+build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
 
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.num_workers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads.http import errors
+from queen_threads.http.auth import Authentication
 from queen_threads.http.middleware import RequestContext
 from queen_threads.resources import admin, maintenance, status
 from queen_threads.resources.ack import Ack, AckBatch
@@ -22,7 +23,8 @@ API = "/api/v1"
 
 
 def create_app(runtime: Runtime) -> falcon.App:
-    app = falcon.App(middleware=[RequestContext(runtime.stats)], cors_enable=False)
+    context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
+    app = falcon.App(middleware=(context, Authentication(runtime.auth)), cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True
     errors.install(app)

@@ -12,6 +12,7 @@ import threading
 from types import FrameType
 
 from queen_threads import logs, migrate
+from queen_threads.auth import build_verifier
 from queen_threads.embedded import EmbeddedPostgres, EmbeddedStartError
 from queen_threads.errors import ConfigError, MigrationDeferred, MigrationError
 from queen_threads.paths import GUNICORN_CONFIG
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         logs.configure(settings.log_level)
         if args.command == "migrate":
             return cmd_migrate(settings)
+        build_verifier(settings)  # JWT_ENABLED without a usable key: refuse before starting
         return cmd_serve(settings)
     except (ConfigError, MigrationError) as exc:
         print(f"queen-threads: {exc}", file=sys.stderr)

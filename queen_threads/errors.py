@@ -15,6 +15,14 @@ class ValidationError(QueenError):
     """A request is malformed (answered 400)."""
 
 
+class AuthenticationFailed(QueenError):
+    """No token, or one that does not verify (answered 401 with the reason)."""
+
+
+class Forbidden(QueenError):
+    """The token verified but its role is too low for the route (answered 403)."""
+
+
 class NotFound(QueenError):
     """The addressed resource does not exist (answered 404)."""
 

@@ -13,6 +13,7 @@ import threading
 import time
 
 from queen_threads import __version__, migrate
+from queen_threads.auth import Authenticator, build_verifier
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
@@ -21,6 +22,7 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.metrics import (
     Instruments,
+    MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
     ObservedRequestStats,
@@ -69,6 +71,9 @@ class Runtime:
         self.instruments = Instruments()
         self.db: Database = TimedDatabase(pool_config(settings, dsn), self.instruments.counters)
         self.stats: RequestStats = ObservedRequestStats()
+        self.auth: Authenticator = MeteredAuthenticator(
+            build_verifier(settings), settings.jwt_skip_paths
+        )
         self.started_at = time.time()
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         self.store: QueueStore = MeteredQueueStore(self.db, cipher, self.instruments.counters)
@@ -91,6 +96,7 @@ class Runtime:
             port=settings.port,
             secret=settings.peer_secret,
             udp_bind=settings.udp_bind,
+            closed=settings.jwt_enabled,
         )
         self.queues.sinks.append(self.peers)
         self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
@@ -132,6 +138,7 @@ class Runtime:
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
+        self.auth.start()
         self.polling.start()
         if self.settings.listen_notify:
             self.listener.start()

@@ -98,6 +98,59 @@ def _csv(raw: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
+JWT_ALGORITHMS = ("HS256", "RS256", "EdDSA", "auto")
+
+
+def _jwt_algorithm(raw: str) -> str:
+    """One of JWT_ALGORITHMS, matched case-insensitively, returned in its canonical case."""
+    value = raw.strip()
+    for choice in JWT_ALGORITHMS:
+        if value.lower() == choice.lower():
+            return choice
+    raise ValueError(f"expected one of {', '.join(JWT_ALGORITHMS)}, got {raw!r}")
+
+
+def _pem_or_path(raw: str) -> str:
+    """A PEM text (`\\n` escapes allowed, as env files often carry them), or the path of a
+    readable PEM file, whose text is returned."""
+    value = raw.strip()
+    if not value or "-----BEGIN" in value:
+        return value.replace("\\n", "\n")
+    try:
+        with open(value, encoding="ascii") as pem:
+            return pem.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"neither a PEM text nor a readable PEM file: {exc}") from None
+
+
+def _http_url(raw: str) -> str:
+    value = raw.strip()
+    if value and not value.lower().startswith(("http://", "https://")):
+        raise ValueError(f"expected an http:// or https:// URL, got {raw!r}")
+    return value
+
+
+def _paths(raw: str) -> tuple[str, ...]:
+    paths = _csv(raw)
+    for path in paths:
+        if not path.startswith("/"):
+            raise ValueError(f"each path must start with '/', got {path!r}")
+    return paths
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    origins = _csv(raw)
+    for origin in origins:
+        if origin != "*" and (
+            not origin.lower().startswith(("http://", "https://"))
+            or "/" in origin.split("://", 1)[1]
+        ):
+            raise ValueError(f"expected '*' or origins like https://app.example, got {origin!r}")
+    if "*" in origins and len(origins) > 1:
+        raise ValueError("'*' allows every origin: list origins or '*', not both")
+    return origins
+
+
 def _cpu_count() -> int:
     return os.cpu_count() or 1
 
@@ -255,6 +308,51 @@ class Settings:
         "127.0.0.1",
         _str,
         "Address the UDP notification receiver binds (0.0.0.0: every interface).",
+    )
+
+    # --- Authentication (docs/security.md) -----------------------------------------------
+    jwt_enabled: bool = env(
+        "JWT_ENABLED", False, _bool, "Require a JWT (Authorization: Bearer) on every API route."
+    )
+    jwt_algorithm: str = env(
+        "JWT_ALGORITHM",
+        "HS256",
+        _jwt_algorithm,
+        "Accepted token algorithm: HS256, RS256, EdDSA or auto.",
+    )
+    jwt_secret: str = env(
+        "JWT_SECRET", "", _str, "HS256 shared secret (at least 32 bytes); never logged."
+    )
+    jwt_public_key: str = env(
+        "JWT_PUBLIC_KEY",
+        "",
+        _pem_or_path,
+        "RS256/EdDSA public key or certificate: PEM text or a file.",
+    )
+    jwt_jwks_url: str = env(
+        "JWT_JWKS_URL",
+        "",
+        _http_url,
+        "URL of the identity provider's JWKS (RS256/EdDSA keys by kid).",
+    )
+    jwt_issuer: str = env("JWT_ISSUER", "", _str, "Required `iss` of every token (unset: any).")
+    jwt_audience: tuple[str, ...] = env(
+        "JWT_AUDIENCE", (), _csv, "Comma list: a token's `aud` must name one (unset: not checked)."
+    )
+    jwt_clock_skew_s: int = env(
+        "JWT_CLOCK_SKEW", 30, _int(0, 3600), "Leeway of the exp/nbf/iat checks, s."
+    )
+    jwt_skip_paths: tuple[str, ...] = env(
+        "JWT_SKIP_PATHS",
+        ("/health", "/metrics/prometheus", "/metrics", "/"),
+        _paths,
+        "Comma list of paths served without a token (exact; `/x/*` covers everything under /x).",
+    )
+    cors_allowed_origins: tuple[str, ...] = env(
+        "CORS_ALLOWED_ORIGINS",
+        ("*",),
+        _origins,
+        "Comma list of browser origins allowed to call the API, or * (any).",
     )
 
     # --- Retention, eviction, metrics -------------------------------------------------

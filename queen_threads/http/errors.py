@@ -9,7 +9,9 @@ import falcon
 import orjson
 
 from queen_threads.errors import (
+    AuthenticationFailed,
     DatabaseError,
+    Forbidden,
     NotFound,
     PayloadTooLarge,
     QueenError,
@@ -21,6 +23,8 @@ log = logging.getLogger("queen_threads.http")
 
 _STATUS: list[tuple[type[QueenError], int]] = [
     (ValidationError, 400),
+    (AuthenticationFailed, 401),
+    (Forbidden, 403),
     (NotFound, 404),
     (PayloadTooLarge, 413),
     (Unavailable, 503),
@@ -44,6 +48,8 @@ def handle_queen_error(
     status = next((code for cls, code in _STATUS if isinstance(ex, cls)), 500)
     if isinstance(ex, Unavailable):
         resp.set_header("Retry-After", str(ex.retry_after))
+    elif isinstance(ex, AuthenticationFailed):
+        resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
     _respond(resp, status, str(ex) or type(ex).__name__)

@@ -1,4 +1,10 @@
-"""Cross-cutting request handling: request ids, CORS, preflight, access log, counters."""
+"""Cross-cutting request handling: request ids, CORS, preflight, access log, counters.
+
+CORS follows CORS_ALLOWED_ORIGINS: `*` (the default, as the original) allows any origin;
+a list answers `Access-Control-Allow-Origin` only to a request whose `Origin` is in it (a
+browser then refuses the response to any other page). A preflight (`OPTIONS`) is
+answered 204 before authentication: browsers send it without credentials.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +20,6 @@ from queen_threads.metrics.counters import RequestStats
 access_log = logging.getLogger("queen_threads.access")
 
 CORS_HEADERS = {
-    "Access-Control-Allow-Origin": "*",
     "Access-Control-Allow-Methods": "GET, POST, PUT, DELETE, OPTIONS",
     "Access-Control-Allow-Headers": "Content-Type, Authorization",
     "Access-Control-Max-Age": "86400",
@@ -24,14 +29,25 @@ CORS_HEADERS = {
 class RequestContext:
     """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
 
-    def __init__(self, stats: RequestStats) -> None:
+    def __init__(self, stats: RequestStats, cors_origins: tuple[str, ...] = ("*",)) -> None:
         self.stats = stats
+        self.any_origin = "*" in cors_origins
+        self.origins = frozenset(cors_origins)
+        self.cors = CORS_HEADERS | ({"Access-Control-Allow-Origin": "*"} if self.any_origin else {})
+
+    def _cors(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.set_headers(self.cors)
+        if not self.any_origin:
+            resp.set_header("Vary", "Origin")
+            origin = req.get_header("Origin")
+            if origin in self.origins:
+                resp.set_header("Access-Control-Allow-Origin", origin)
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
         incoming = req.get_header("X-Request-Id")
         req.context.request_id = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
-        resp.set_headers(CORS_HEADERS)
+        self._cors(req, resp)
         resp.set_header("X-Request-Id", req.context.request_id)
         if req.method == "OPTIONS":
             resp.status = 204

@@ -15,6 +15,7 @@ from queen_threads.metrics.counters import EventRate, ProcessCounters, RequestSt
 from queen_threads.metrics.definitions import MULTIPROC_ENV, PromMetrics, multiprocess_mode, prom
 from queen_threads.metrics.exposition import Exposition, Instruments
 from queen_threads.metrics.metered import (
+    MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
     ObservedRequestStats,
@@ -29,6 +30,7 @@ __all__ = [
     "EventRate",
     "Exposition",
     "Instruments",
+    "MeteredAuthenticator",
     "MeteredPollingService",
     "MeteredQueueStore",
     "ObservedRequestStats",

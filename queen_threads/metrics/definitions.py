@@ -158,6 +158,12 @@ class PromMetrics:
             "Peer notifications dropped for a missing or wrong QUEEN_PEER_SECRET, by transport.",
             ["transport"],
         )
+        self.auth_failures = Counter(
+            "queen_auth_failures_total",
+            "Requests refused by JWT authentication, by kind: missing (no token), invalid, "
+            "expired, forbidden (role too low), unavailable (identity provider's keys).",
+            ["kind"],
+        )
         self.listener_events = Counter(
             "queen_wakeup_listener_events_total",
             "LISTEN/NOTIFY listener: reconnects, errors (failures of any kind).",

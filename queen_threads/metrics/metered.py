@@ -1,9 +1,9 @@
 """The measuring points: thin subclasses of the runtime's own objects, composed in runtime.py.
 
-`TimedDatabase`, `MeteredQueueStore`, `MeteredPollingService` and `ObservedRequestStats`
-count every path once: HTTP pushes, transactions and buffer replays all go through the
-store; immediate and long-poll pops too. `count_buffered` and `observe_service` are the
-hooks of the failover buffer and of the background services.
+`TimedDatabase`, `MeteredQueueStore`, `MeteredPollingService`, `ObservedRequestStats` and
+`MeteredAuthenticator` count every path once: HTTP pushes, transactions and buffer replays
+all go through the store; immediate and long-poll pops too. `count_buffered` and
+`observe_service` are the hooks of the failover buffer and of the background services.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import Counter
 
+from queen_threads.auth import Authenticator
 from queen_threads.background.exclusive import RunOutcome
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
@@ -179,6 +180,14 @@ class ObservedRequestStats(RequestStats):
         metrics = prom()
         metrics.http_requests.labels(str(status)).inc()
         metrics.http_duration.observe(elapsed_ms / 1000)
+
+
+class MeteredAuthenticator(Authenticator):
+    """Authenticator whose refusals also feed queen_auth_failures_total (by kind)."""
+
+    def failed(self, kind: str) -> None:
+        super().failed(kind)
+        prom().auth_failures.labels(kind).inc()
 
 
 def count_buffered(items: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:

@@ -29,6 +29,7 @@ class Metrics:
             "longPolling": rt.polling.stats(),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
+            "auth": rt.auth.stats(),
             "buffer": _buffer(rt),
             "background": rt.operations.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},

@@ -2,6 +2,8 @@
 
 With `QUEEN_PEER_SECRET` set, the request must carry it in `X-Queen-Peer-Secret`:
 without it the answer is 401, with a wrong one 403; either is counted and wakes nothing.
+A user's token never opens this route (http/access.py); with JWT_ENABLED and no peer
+secret every notification is refused (403).
 """
 
 from __future__ import annotations
@@ -13,7 +15,12 @@ from queen_threads.runtime import Runtime
 from queen_threads.wake.peer_auth import HEADER
 from queen_threads.wake.peers import from_wire
 
-STATUS = {"missing": 401, "wrong": 403}
+STATUS = {"missing": 401, "wrong": 403, "unset": 403}
+MESSAGE = {
+    "missing": f"missing peer secret ({HEADER})",
+    "wrong": f"wrong peer secret ({HEADER})",
+    "unset": "peer notifications need QUEEN_PEER_SECRET on this server while JWT_ENABLED is on",
+}
 
 
 class Notify:
@@ -25,7 +32,7 @@ class Notify:
         problem = peers.auth.check_header(req.get_header(HEADER))
         if problem is not None:
             peers.reject("http")
-            media(resp, {"error": f"{problem} peer secret ({HEADER})"}, status=STATUS[problem])
+            media(resp, {"error": MESSAGE[problem]}, status=STATUS[problem])
             return
         event = from_wire(json_body(req, 64 * 1024))
         if event is not None:

@@ -1,4 +1,5 @@
-"""POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction."""
+"""POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction (pushed
+messages are stamped with the token's `sub` as producerSub, as on /push)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,18 @@ from typing import Any
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.runtime import Runtime
 
 
-def operation(op: Any) -> dict[str, Any]:
+def operation(op: Any, sub: str | None) -> dict[str, Any]:
     if not isinstance(op, dict):
         raise v.ValidationError("Each operation must be a JSON object")
     kind = op.get("type")
     if kind == "push":
         items = v.items_list(op, "items", "push operation requires an items array")
-        return {"type": "push", "items": [v.push_item(item) for item in items]}
+        return {"type": "push", "items": [v.push_item(item, sub) for item in items]}
     if kind == "ack":
         return {"type": "ack", **v.ack_item(op)}
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
@@ -34,5 +36,6 @@ class Transaction:
         raw = v.items_list(body, "operations", "operations array required")
         if not raw:
             raise v.ValidationError("operations array cannot be empty")
-        result = self.runtime.queues.transaction([operation(op) for op in raw])
+        sub = producer_sub(req)
+        result = self.runtime.queues.transaction([operation(op, sub) for op in raw])
         media(resp, result, 200 if result.get("success") else 409)

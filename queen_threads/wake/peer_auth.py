@@ -4,7 +4,9 @@ HTTP: the sender puts the secret in the `X-Queen-Peer-Secret` header; the receiv
 compares it in constant time and answers 401 (missing) or 403 (wrong).
 UDP: a datagram is the JSON notification followed by the 32-byte HMAC-SHA256 of that JSON
 keyed by the secret; a datagram whose tag is missing or wrong is dropped.
-Without a secret both paths carry and accept the original, unauthenticated format.
+Without a secret both paths carry and accept the original, unauthenticated format, unless
+the receiver is `closed` (JWT_ENABLED: an API that asks for tokens leaves no door open):
+then every inbound notification is refused ("unset").
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ TAG_SIZE = hashlib.sha256().digest_size
 
 
 class PeerAuth:
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, closed: bool = False) -> None:
         self._key = secret.encode("utf-8")
+        self.closed = closed
 
     @property
     def enabled(self) -> bool:
@@ -29,9 +32,10 @@ class PeerAuth:
         return {HEADER: self._key.decode("utf-8")} if self._key else {}
 
     def check_header(self, value: str | None) -> str | None:
-        """None when an inbound HTTP notification may pass; else "missing" or "wrong"."""
+        """None when an inbound HTTP notification may pass; else "missing", "wrong" or
+        "unset" (closed without a secret)."""
         if not self._key:
-            return None
+            return "unset" if self.closed else None
         if not value:
             return "missing"
         if not hmac.compare_digest(value.encode("utf-8"), self._key):
@@ -45,9 +49,10 @@ class PeerAuth:
         return payload + self._tag(payload)
 
     def open(self, datagram: bytes) -> bytes | None:
-        """The payload of an inbound datagram; None when its tag is missing or wrong."""
+        """The payload of an inbound datagram; None when its tag is missing or wrong (or
+        when closed without a secret)."""
         if not self._key:
-            return datagram
+            return None if self.closed else datagram
         if len(datagram) <= TAG_SIZE:
             return None
         payload, tag = datagram[:-TAG_SIZE], datagram[-TAG_SIZE:]

@@ -143,9 +143,10 @@ class PeerService:
         port: int,
         secret: str = "",
         udp_bind: str = "127.0.0.1",
+        closed: bool = False,
     ) -> None:
         self.apply = apply
-        self.auth = PeerAuth(secret)
+        self.auth = PeerAuth(secret, closed)
         self.http_peers = [p.rstrip("/") for p in http_peers if not is_self(p, host, port)]
         self._http = [HttpPeer(url, self.auth.headers()) for url in self.http_peers]
         self.udp_peers = [udp_address(p, udp_port) for p in udp_peers]
@@ -244,7 +245,12 @@ class PeerService:
     def start(self) -> None:
         self._bus = SiblingBus(self.port)
         self._spawn(self._bus_receiver, "queen-siblings")
-        if self.enabled and not self.auth.enabled:
+        if self.auth.closed and not self.auth.enabled:
+            log.warning(
+                "JWT_ENABLED is true and QUEEN_PEER_SECRET is not set: notifications from "
+                "peers are refused (long polls rely on LISTEN/NOTIFY); set QUEEN_PEER_SECRET"
+            )
+        elif self.enabled and not self.auth.enabled:
             log.warning(
                 "peer notifications are unauthenticated: set QUEEN_PEER_SECRET (the same on "
                 "every instance) so that only peers can wake long polls"

@@ -2,7 +2,8 @@
 -- queen.push_messages_v2 is the entry point the server calls.
 --
 -- Input: array of {queue, partition (default "Default"), payload (any JSON; missing = null),
---        transactionId, traceId|null, producerSub|null, isEncrypted?}
+--        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?}
+--        The HTTP push sets producerSub from the caller's verified token, never from the body.
 -- Output: array in input order of
 --   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
 --    partition_id, trace_id, queueName, error (only when failed)}
@@ -78,7 +79,7 @@ BEGIN
                coalesce(e -> 'payload', 'null'::jsonb) AS payload,
                coalesce(e ->> 'transactionId', gen_random_uuid()::text) AS txn,
                queen._try_uuid(e ->> 'traceId') AS trace_id,
-               e ->> 'producerSub' AS producer_sub,
+               nullif(e ->> 'producerSub', '') AS producer_sub,
                coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
           FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
     ),

@@ -4,7 +4,8 @@
 -- Request: {idx, queue|null, partition|null, namespace|null, task|null,
 --           consumerGroup (default "__QUEUE_MODE__"), batch (default 1),
 --           partitions (default 1; claim up to N partitions, batch is the global cap),
---           leaseId (uuid), autoAck, subscriptionMode|null, subscriptionFrom|null, stopOnEmpty}
+--           leaseId (uuid), leaseSeconds (default: the queue's leaseTime, else 60), autoAck,
+--           subscriptionMode|null, subscriptionFrom|null, stopOnEmpty}
 -- Result:  {idx, success, leaseId ('' if autoAck or nothing delivered), queue, partition,
 --           partitionId, consumerGroup, partitionsClaimed, skipped, messages:[{id, transactionId,
 --           partitionId, partition, queue, leaseId, consumerGroup, data, traceId, producerSub,
@@ -256,7 +257,8 @@ BEGIN
                        last_consumed_at = v_now
                  WHERE partition_id = c.partition_id AND consumer_group = v_group;
             ELSE
-                v_lease_secs := CASE WHEN c.lease_time > 0 THEN c.lease_time ELSE 60 END;
+                v_lease_secs := coalesce(nullif(greatest(queen._jint(p_req -> 'leaseSeconds', 0), 0), 0),
+                                         nullif(c.lease_time, 0), 60);
                 UPDATE queen.partition_consumers
                    SET lease_id = v_lease,
                        lease_expires_at = v_now + make_interval(secs => v_lease_secs),
@@ -328,6 +330,47 @@ BEGIN
            AND coalesce(queen._jbool(v_req -> 'stopOnEmpty', false), false) THEN
             v_stop := true;
         END IF;
+    END LOOP;
+    RETURN to_jsonb(v_out);
+END;
+$$;
+
+-- The original server's pop entry point, kept callable for clients and tests that call the
+-- stored procedures directly (the official client's auth tests do). A thin wrapper over
+-- queen._pop_one, the pop the HTTP layer runs: the same claim, lease and message shape
+-- (transactionId, producerSub, ...).
+-- Input:  array of {idx, queue_name, partition_name, consumer_group ("__QUEUE_MODE__" for
+--         queue mode), lease_seconds, worker_id (the lease id when it is a uuid), batch_size
+--         (default 10), sub_mode, sub_from, auto_ack}
+-- Output: array in input order of {idx, result: {success, leaseId, queue, partition,
+--         partitionId, consumerGroup, partitionsClaimed, messages: [...]}}
+CREATE OR REPLACE FUNCTION queen.pop_specific_batch(p_requests jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_out jsonb[] := '{}';
+    r     jsonb;
+BEGIN
+    IF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
+        RETURN '[]'::jsonb;
+    END IF;
+    FOR r IN
+        SELECT e FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS o(e, n) ORDER BY o.n
+    LOOP
+        v_out := v_out || jsonb_build_object(
+            'idx', r -> 'idx',
+            'result', queen._pop_one(jsonb_build_object(
+                'queue', r ->> 'queue_name',
+                'partition', r ->> 'partition_name',
+                'consumerGroup', r ->> 'consumer_group',
+                'batch', coalesce(r -> 'batch_size', '10'::jsonb),
+                'leaseSeconds', r -> 'lease_seconds',
+                'leaseId', r ->> 'worker_id',
+                'autoAck', r -> 'auto_ack',
+                'subscriptionMode', nullif(r ->> 'sub_mode', ''),
+                'subscriptionFrom', nullif(r ->> 'sub_from', ''))) - 'idx');
     END LOOP;
     RETURN to_jsonb(v_out);
 END;

@@ -1,0 +1,79 @@
+"""Who is asking (the token in `Authorization`) and whether they may (their role).
+
+The HTTP middleware (http/auth.py) asks this object for every request that needs a role;
+failures are counted here (`failed`, which metrics/ extends) by kind: missing, invalid,
+expired, forbidden, unavailable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queen_threads.auth.roles import Role
+from queen_threads.auth.tokens import Identity, InvalidToken, TokenVerifier
+from queen_threads.errors import AuthenticationFailed, Unavailable
+
+FAILURE_KINDS = ("missing", "invalid", "expired", "forbidden", "unavailable")
+BEARER = "bearer "
+
+
+def bearer_token(authorization: str | None) -> str:
+    """The token of an Authorization header: after a `Bearer ` prefix (any case), or the
+    whole value ('' when there is none)."""
+    value = (authorization or "").strip()
+    if value[: len(BEARER)].lower() == BEARER:
+        return value[len(BEARER) :].strip()
+    return value
+
+
+class Authenticator:
+    def __init__(self, verifier: TokenVerifier | None, skip_paths: tuple[str, ...] = ()) -> None:
+        self.verifier = verifier
+        self._skip = frozenset(p for p in skip_paths if not p.endswith("/*"))
+        self._skip_under = tuple(p[:-1] for p in skip_paths if p.endswith("/*"))
+        self.failures = dict.fromkeys(FAILURE_KINDS, 0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.verifier is not None
+
+    def start(self) -> None:
+        if self.verifier is not None:
+            self.verifier.start()
+
+    def skips(self, path: str) -> bool:
+        """JWT_SKIP_PATHS: served without a token."""
+        return path in self._skip or path.startswith(self._skip_under)
+
+    def authenticate(self, authorization: str | None) -> Identity:
+        """The caller's identity; AuthenticationFailed (401) or Unavailable (503)."""
+        assert self.verifier is not None
+        token = bearer_token(authorization)
+        if not token:
+            self.failed("missing")
+            raise AuthenticationFailed("Authentication required")
+        try:
+            return self.verifier.verify(token)
+        except InvalidToken as exc:
+            self.failed(exc.kind)
+            raise
+        except Unavailable:
+            self.failed("unavailable")
+            raise
+
+    def allows(self, identity: Identity, needed: Role) -> bool:
+        """Whether the identity's role reaches `needed` (a refusal is counted)."""
+        if identity.role >= needed:
+            return True
+        self.failed("forbidden")
+        return False
+
+    def failed(self, kind: str) -> None:
+        self.failures[kind] += 1
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "enabled": self.enabled,
+            "failures": dict(self.failures),
+            **(self.verifier.stats() if self.verifier is not None else {}),
+        }

@@ -1,0 +1,89 @@
+"""Who may call which route when JWT_ENABLED is on: the one table that decides it.
+
+Every (method, route template) the app serves has a row; `tests/unit/test_access.py`
+walks falcon's router and fails on a route without one (and on a row without a route).
+The levels follow the original server (docs/security.md): admin > read-write > read-only.
+`/health` and the metrics are read-only here and public through the default
+JWT_SKIP_PATHS, so a deployment can close them by leaving them out of that list.
+`/internal/api/*` takes the peer secret (QUEEN_PEER_SECRET) and never a user's token.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+from queen_threads.auth import Role
+
+
+class Rule(Enum):
+    PEER = "peer"  # the route checks QUEEN_PEER_SECRET itself; a user token never opens it
+
+
+Access = Role | Rule
+
+RO, RW, ADMIN = Role.READ_ONLY, Role.READ_WRITE, Role.ADMIN
+API = "/api/v1"
+
+ROUTES: dict[str, dict[str, Access]] = {
+    # operations (public through the default JWT_SKIP_PATHS)
+    "/health": {"GET": RO},
+    "/metrics": {"GET": RO},
+    "/metrics/prometheus": {"GET": RO},
+    # producing and consuming
+    f"{API}/configure": {"POST": RW},
+    f"{API}/push": {"POST": RW},
+    f"{API}/pop": {"GET": RW},
+    f"{API}/pop/queue/{{queue}}": {"GET": RW},
+    f"{API}/pop/queue/{{queue}}/partition/{{partition}}": {"GET": RW},
+    f"{API}/ack": {"POST": RW},
+    f"{API}/ack/batch": {"POST": RW},
+    f"{API}/transaction": {"POST": RW},
+    f"{API}/lease/{{leaseId}}/extend": {"POST": RW},
+    # messages and dead letters
+    f"{API}/dlq": {"GET": RO},
+    f"{API}/messages": {"GET": RO},
+    f"{API}/messages/{{partitionId}}/{{transactionId}}": {"GET": RO, "DELETE": RW},
+    f"{API}/messages/{{partitionId}}/{{transactionId}}/retry": {"POST": RW},
+    f"{API}/messages/{{partitionId}}/{{transactionId}}/dlq": {"POST": RW},
+    # consumer groups: reading is read-only, deleting is admin, the rest read-write
+    f"{API}/consumer-groups": {"GET": RO},
+    f"{API}/consumer-groups/lagging": {"GET": RO},
+    f"{API}/consumer-groups/{{group}}": {"GET": RO, "DELETE": ADMIN},
+    f"{API}/consumer-groups/{{group}}/subscription": {"POST": RW},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}": {"DELETE": ADMIN},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}/seek": {"POST": RW},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}/partitions/{{partition}}/seek": {"POST": RW},
+    # traces
+    f"{API}/traces": {"POST": RW},
+    f"{API}/traces/names": {"GET": RO},
+    f"{API}/traces/by-name/{{name}}": {"GET": RO},
+    f"{API}/traces/{{partitionId}}/{{transactionId}}": {"GET": RO},
+    # resources and status
+    f"{API}/resources/overview": {"GET": RO},
+    f"{API}/resources/queues": {"GET": RO},
+    f"{API}/resources/queues/{{queue}}": {"GET": RO, "DELETE": ADMIN},
+    f"{API}/resources/namespaces": {"GET": RO},
+    f"{API}/resources/tasks": {"GET": RO},
+    f"{API}/status": {"GET": RO},
+    f"{API}/status/queues": {"GET": RO},
+    f"{API}/status/queues/{{queue}}": {"GET": RO},
+    f"{API}/status/buffers": {"GET": RO},
+    # system
+    f"{API}/system/maintenance": {"GET": ADMIN, "POST": ADMIN},
+    f"{API}/system/maintenance/pop": {"GET": ADMIN, "POST": ADMIN},
+    # between instances
+    "/internal/api/notify": {"POST": Rule.PEER},
+}
+
+
+def required(method: str, template: str | None, resource: Any) -> Access:
+    """The access `method` on the route `template` needs. A path with no route (404) or a
+    method its resource does not serve (405) needs any valid token; a responder missing
+    from the table (which the unit test forbids) is admin-only."""
+    access = ROUTES.get(template or "", {}).get(method)
+    if access is not None:
+        return access
+    if template is None or not hasattr(resource, f"on_{method.lower()}"):
+        return Role.READ_ONLY
+    return Role.ADMIN
