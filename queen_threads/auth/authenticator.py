@@ -14,16 +14,14 @@ from queen_threads.auth.tokens import Identity, InvalidToken, TokenVerifier
 from queen_threads.errors import AuthenticationFailed, Unavailable
 
 FAILURE_KINDS = ("missing", "invalid", "expired", "forbidden", "unavailable")
-BEARER = "bearer "
 
 
 def bearer_token(authorization: str | None) -> str:
     """The token of an Authorization header: after a `Bearer ` prefix (any case), or the
     whole value ('' when there is none)."""
     value = (authorization or "").strip()
-    if value[: len(BEARER)].lower() == BEARER:
-        return value[len(BEARER) :].strip()
-    return value
+    scheme, _, rest = value.partition(" ")
+    return rest.strip() if scheme.lower() == "bearer" else value
 
 
 class Authenticator:

@@ -79,6 +79,7 @@ class JwksCache:
         self._last_forced = -math.inf
         self._lock = threading.Lock()
         self._inflight: threading.Event | None = None
+        self._generation = 0  # fetches finished
         self.fetches = 0
         self.failures = 0
         self.last_error: str | None = None
@@ -89,26 +90,30 @@ class JwksCache:
 
     def key(self, kid: str | None, family: str) -> Any:
         """The public key for a token's `kid` and algorithm family."""
+        seen = self._generation
         jwk = self._lookup(kid, family)
         if jwk is not None:
             if self._loaded_at is not None and time.monotonic() - self._loaded_at > LIFESPAN_S:
                 self._refresh(wait=False, unless_tried_within=COOLDOWN_S)
             return jwk.key
-        self._refresh_for_unknown()
+        self._refresh_for_unknown(seen)
         jwk = self._lookup(kid, family)
         if jwk is not None:
             return jwk.key
         if self._loaded_at is None:
             raise KeysUnavailable(
-                f"the identity provider's keys are unavailable ({self.last_error})"
+                f"the identity provider's keys are unavailable: {self.last_error}"
             )
         raise UnknownKey("no key for the token's kid" if kid else "the token names no kid")
 
-    def _refresh_for_unknown(self) -> None:
-        """Wait for a fetch in flight, or fetch now unless this was done within COOLDOWN_S."""
-        now = time.monotonic()
+    def _refresh_for_unknown(self, seen: int) -> None:
+        """Unless a fetch has finished since the caller looked (generation `seen`): wait
+        for the fetch in flight, or start one if none was started so within COOLDOWN_S."""
         with self._lock:
+            if self._generation != seen:
+                return
             if self._inflight is None:
+                now = time.monotonic()
                 if now - self._last_forced < COOLDOWN_S:
                     return
                 self._last_forced = now
@@ -137,21 +142,24 @@ class JwksCache:
             done.wait(TIMEOUT_S * 2)
 
     def _run(self, done: threading.Event) -> None:
+        keys, recovered = None, False
+        self.fetches += 1
         try:
-            self.fetches += 1
             keys = signing_keys(self._fetch(self.url))
-            self._keys, self._loaded_at = keys, time.monotonic()
-            if self.last_error is not None:
-                log.warning("JWKS fetched again from %s (%d keys)", self.url, len(keys))
-            self.last_error = None
         except (OSError, ValueError, PyJWTError) as exc:
             self.failures += 1
             self.last_error = str(exc) or type(exc).__name__
             log.warning("JWKS fetch from %s failed: %s", self.url, self.last_error)
         finally:
-            with self._lock:
+            with self._lock:  # new keys appear together with the end of the fetch
                 self._inflight = None
+                if keys is not None:
+                    self._keys, self._loaded_at = keys, time.monotonic()
+                    recovered, self.last_error = self.last_error is not None, None
+                self._generation += 1
             done.set()
+        if recovered:
+            log.warning("JWKS fetched again from %s", self.url)
 
     def stats(self) -> dict[str, Any]:
         age = None if self._loaded_at is None else round(time.monotonic() - self._loaded_at, 1)
