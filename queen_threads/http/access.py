@@ -77,13 +77,11 @@ ROUTES: dict[str, dict[str, Access]] = {
 }
 
 
-def required(method: str, template: str | None, resource: Any) -> Access:
-    """The access `method` on the route `template` needs. A path with no route (404) or a
-    method its resource does not serve (405) needs any valid token; a responder missing
-    from the table (which the unit test forbids) is admin-only."""
-    access = ROUTES.get(template or "", {}).get(method)
+def required(method: str, template: str, resource: Any) -> Access:
+    """The access `method` on the route `template` needs. A method its resource does not
+    serve (405) needs any valid token; a responder missing from the table (which the unit
+    test forbids) is admin-only. (A path with no route is answered 404 before this.)"""
+    access = ROUTES.get(template, {}).get(method)
     if access is not None:
         return access
-    if template is None or not hasattr(resource, f"on_{method.lower()}"):
-        return Role.READ_ONLY
-    return Role.ADMIN
+    return Role.ADMIN if hasattr(resource, f"on_{method.lower()}") else Role.READ_ONLY

@@ -39,7 +39,7 @@ class Authentication:
         auth = self.auth
         if not auth.enabled or auth.skips(req.path):
             return
-        needed = required(req.method, req.uri_template, resource)
+        needed = required(req.method, req.uri_template or "", resource)
         if needed is Rule.PEER:
             return
         extra = {"request_id": getattr(req.context, "request_id", None)}

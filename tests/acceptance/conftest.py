@@ -48,12 +48,13 @@ def client_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess
 
 
 @contextlib.asynccontextmanager
-async def open_client(url: str) -> AsyncIterator[Queen]:
-    """A `Queen` client; restores the SIGINT/SIGTERM handlers the client replaces."""
+async def open_client(url: str, **options: Any) -> AsyncIterator[Queen]:
+    """A `Queen` client (`options`: e.g. bearer_token); restores the SIGINT/SIGTERM
+    handlers the client replaces."""
     saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     # One attempt: a 5xx must surface at once instead of after the client's 1 s + 2 s
     # retry sleeps (the retry path is client code, not server behaviour).
-    client = Queen(url=url, retry_attempts=1)
+    client = Queen(url=url, retry_attempts=1, **options)
     try:
         yield client
     finally:

@@ -40,16 +40,26 @@ def push(url: str, queue: str, payload: Any = None, partition: str = "Default") 
 class Waiter(threading.Thread):
     """A long poll in a thread; `started` is set once the request is on the wire."""
 
-    def __init__(self, url: str, queue: str, timeout_ms: int = 10000, **params: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        queue: str,
+        timeout_ms: int = 10000,
+        headers: dict[str, str] | None = None,
+        **params: Any,
+    ) -> None:
         super().__init__(daemon=True)
         self.url = f"{url}/api/v1/pop/queue/{queue}"
+        self.headers = headers
         self.params = {"wait": "true", "timeout": str(timeout_ms), **params}
         self.timeout_s = timeout_ms / 1000 + 5
         self.response: httpx.Response | None = None
         self.answered_at = 0.0
 
     def run(self) -> None:
-        self.response = httpx.get(self.url, params=self.params, timeout=self.timeout_s)
+        self.response = httpx.get(
+            self.url, params=self.params, headers=self.headers, timeout=self.timeout_s
+        )
         self.answered_at = time.monotonic()
 
 

@@ -70,6 +70,18 @@ def test_http_secret_header_check() -> None:
     assert PeerAuth("").check_header(None) is None and PeerAuth("").headers() == {}
 
 
+def test_closed_without_a_secret_refuses_everything_inbound() -> None:
+    """JWT_ENABLED closes the open default: only the peer secret opens the peer paths."""
+    closed = PeerAuth("", closed=True)
+    body = orjson.dumps({"type": "message_available", "queue": "q"})
+    assert closed.check_header(None) == "unset" and closed.check_header("anything") == "unset"
+    assert closed.open(body) is None
+    assert closed.sign(body) == body  # what it sends is unchanged
+    with_secret = PeerAuth("s3cret", closed=True)
+    assert with_secret.check_header("s3cret") is None
+    assert with_secret.open(with_secret.sign(body)) == body
+
+
 def test_peer_settings() -> None:
     s = load_settings({}, dotenv_path=None)
     assert (s.peer_secret, s.udp_bind) == ("", "127.0.0.1")
