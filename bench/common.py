@@ -6,8 +6,8 @@ import asyncio
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,17 @@ class Context:
         self.profiles: dict[str, dict[str, Any]] = {}
         self.pg_waits: dict[str, dict[str, Any]] = {}
         self.rss_baseline_kb = 0  # server RSS before the first (e) run
+
+    @contextmanager
+    def against(self, target: Target, headers: str = "") -> Iterator[None]:
+        """Send to (and measure) another server for the block, with extra header lines."""
+        saved = self.target, self.endpoint
+        self.target = target
+        self.endpoint = Endpoint.parse(target.url, headers)
+        try:
+            yield
+        finally:
+            self.target, self.endpoint = saved
 
     # names and bodies -------------------------------------------------------------------
     def queue(self, scenario: str, label: str) -> str:

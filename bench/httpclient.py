@@ -29,15 +29,16 @@ class Endpoint:
     host: str
     port: int
     base_path: str = ""
+    headers: str = ""  # extra header lines, each ending in CRLF (e.g. Authorization)
 
     @classmethod
-    def parse(cls, url: str) -> Endpoint:
+    def parse(cls, url: str, headers: str = "") -> Endpoint:
         parts = urlsplit(url)
         if parts.scheme != "http":
             raise ValueError(f"only http:// URLs are supported, got {url!r}")
         if not parts.hostname:
             raise ValueError(f"no host in {url!r}")
-        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"))
+        return cls(parts.hostname, parts.port or 80, parts.path.rstrip("/"), headers)
 
     @property
     def host_header(self) -> str:
@@ -55,10 +56,15 @@ class Response:
 
 
 def render_request(
-    method: str, target: str, host: str, body: bytes | None = None, content_type: str = ""
+    method: str,
+    target: str,
+    host: str,
+    body: bytes | None = None,
+    content_type: str = "",
+    headers: str = "",
 ) -> bytes:
-    """The bytes of one keep-alive request."""
-    head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n"
+    """The bytes of one keep-alive request (`headers`: extra lines, each ending in CRLF)."""
+    head = f"{method} {target} HTTP/1.1\r\nHost: {host}\r\n{headers}"
     if body is not None:
         head += f"Content-Type: {content_type or 'application/json'}\r\n"
         head += f"Content-Length: {len(body)}\r\n"
@@ -148,7 +154,10 @@ class Connection:
         return self.endpoint.base_path + path
 
     def render(self, method: str, path: str, body: bytes | None = None) -> bytes:
-        return render_request(method, self.path(path), self.endpoint.host_header, body)
+        endpoint = self.endpoint
+        return render_request(
+            method, self.path(path), endpoint.host_header, body, headers=endpoint.headers
+        )
 
     async def send(self, raw: bytes) -> None:
         """Write a rendered request (no read): for callers that read the answer later."""

@@ -72,12 +72,15 @@ def bench(options: Options) -> int:
                 "started_by_bench": target.started_here,
                 "env": target.server_env,
                 "workers": options.workers if target.started_here else None,
+                "auth_twin_env": target.auth_twin.server_env if target.auth_twin else None,
             },
             "sizes": options.sizes.__dict__,
         }
         ctx = Context(options, target)
         outcomes = asyncio.run(run_all(ctx))
         problems = server_log_problems(target.log_path)
+        if target.auth_twin is not None:
+            problems += server_log_problems(target.auth_twin.log_path)
     finally:
         if managed is not None:
             managed.stop()

@@ -1,4 +1,5 @@
-"""(a) batched push, 1000 messages per request, and (b) single-message push: throughput."""
+"""(a) batched push, 1000 messages per request, (b) single-message push: throughput; and
+(g) the cost of JWT authentication on (b)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 from typing import Any
 
 from bench.common import (
+    BenchError,
     Context,
     Figure,
     RunResult,
@@ -124,5 +126,46 @@ async def single(ctx: Context, run: int) -> RunResult:
         log(
             f"(b) run {run + 1}: {n} connections: {stats['req_per_s']:,.0f} req/s "
             f"(connections per worker {stats['connections_per_worker']}), cpu {cpu}"
+        )
+    return result
+
+
+def auth_figures(sizes: Sizes) -> list[Figure]:
+    out = []
+    for n in sizes.single_connections:
+        out += [
+            Figure(f"off_{n}", f"1 msg/request, {n} connections, auth off", "req/s"),
+            Figure(f"on_{n}", f"1 msg/request, {n} connections, JWT (HS256) on", "req/s"),
+            Figure(f"ratio_{n}", f"{n} connections: auth on / auth off", "%"),
+        ]
+    return out
+
+
+async def auth_cost(ctx: Context, run: int) -> RunResult:
+    """(b) against two servers on one database, JWT off and on, back to back (the order
+    alternates between runs, so that drift of the machine favours neither)."""
+    twin = ctx.target.auth_twin
+    if twin is None or twin.bearer_token is None:
+        raise BenchError("(g) needs the servers the bench starts itself (no --url)")
+    sides = [
+        ("off", ctx.target, ""),
+        ("on", twin, f"Authorization: Bearer {twin.bearer_token}\r\n"),
+    ]
+    if run % 2:
+        sides.reverse()
+    result = RunResult()
+    for n in ctx.sizes.single_connections:
+        for side, target, headers in sides:
+            key = f"{side}_{n}"
+            with ctx.against(target, headers):
+                stats, cpu = await push_throughput(ctx, "g", f"{side}{n}c-r{run}", n, 1)
+            result.figures[key] = stats["req_per_s"]
+            result.cpu[key] = cpu
+            result.extra[key] = stats
+        ratio = result.figures[f"on_{n}"] / result.figures[f"off_{n}"] * 100
+        result.figures[f"ratio_{n}"] = round(ratio, 1)
+        log(
+            f"(g) run {run + 1}: {n} connections: auth off {result.figures[f'off_{n}']:,.0f}, "
+            f"on {result.figures[f'on_{n}']:,.0f} req/s ({ratio:.1f}%)"
         )
     return result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -37,6 +38,20 @@ class Target:
     started_here: bool
     server_env: dict[str, str]
     log_path: str | None = None
+    # (g): a second server on the same database with JWT_ENABLED, and a token it accepts
+    auth_twin: Target | None = None
+    bearer_token: str | None = None
+
+
+def auth_env() -> tuple[dict[str, str], str]:
+    """Settings of an HS256-authenticated server and a read-write token for it."""
+    import time
+
+    import jwt
+
+    secret = secrets.token_hex(32)
+    claims = {"sub": "bench", "role": "read-write", "exp": int(time.time()) + 86400}
+    return {"JWT_ENABLED": "true", "JWT_SECRET": secret}, jwt.encode(claims, secret, "HS256")
 
 
 def health(url: str, timeout: float = 2.0) -> dict[str, object] | None:
@@ -84,11 +99,19 @@ class ManagedServer:
         self.options = options
         self.tmp = Path(tempfile.mkdtemp(prefix="queen-bench-"))
         self.pg = EmbeddedPostgres(self.tmp / "pg")
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
         self.log_path = self.tmp / "server.log"
 
     def start(self) -> Target:
         dsn = self.pg.start()
+        target = self._serve(dsn, {}, self.log_path)
+        if "g" in self.options.scenarios:  # auth off and on, side by side
+            env, token = auth_env()
+            target.auth_twin = self._serve(dsn, env, self.tmp / "server-auth.log")
+            target.auth_twin.bearer_token = token
+        return target
+
+    def _serve(self, dsn: str, extra: dict[str, str], log_path: Path) -> Target:
         port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
         server_env = {
@@ -99,43 +122,47 @@ class ManagedServer:
             "LOG_LEVEL": self.options.server_log_level,
         }
         server_env.update(dict(self.options.server_env))
-        env.update(server_env)
+        env.update(server_env | extra)
         url = f"http://127.0.0.1:{port}"
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
                 [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG),
                  "queen_threads.wsgi:app"],
                 env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
+        self.procs.append(proc)
         try:
-            wait_healthy(url, 60, self.proc)
+            wait_healthy(url, 60, proc)
         except RuntimeError as exc:
-            raise RuntimeError(f"{exc}\n--- server log ---\n{self.log_tail()}") from exc
+            raise RuntimeError(f"{exc}\n--- server log ---\n{self.log_tail(log_path)}") from exc
         shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
+        shown |= {k: ("<random>" if k == "JWT_SECRET" else v) for k, v in extra.items()}
         return Target(
             url=url,
-            server_pid=self.proc.pid,
+            server_pid=proc.pid,
             pg_pid=postmaster_pid(self.pg.pgdata),
             dsn=dsn,
             started_here=True,
             server_env=shown,
-            log_path=str(self.log_path),
+            log_path=str(log_path),
         )
 
-    def log_tail(self, size: int = 4000) -> str:
+    def log_tail(self, path: Path, size: int = 4000) -> str:
         try:
-            return self.log_path.read_text(errors="replace")[-size:]
+            return path.read_text(errors="replace")[-size:]
         except OSError:
             return ""
 
     def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
             try:
-                self.proc.wait(30)
+                proc.wait(30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+                proc.kill()
+                proc.wait()
         self.pg.stop()
         if self.options.keep:
             print(f"bench: data kept in {self.tmp}", file=sys.stderr)

@@ -35,6 +35,14 @@ def test_render_request_with_and_without_body() -> None:
     )
 
 
+def test_extra_headers_of_an_endpoint_go_into_every_request() -> None:
+    from bench.httpclient import Connection
+
+    endpoint = Endpoint.parse("http://h:7/", "Authorization: Bearer t\r\n")
+    raw = Connection(endpoint).render("GET", "/x")
+    assert raw == b"GET /x HTTP/1.1\r\nHost: h:7\r\nAuthorization: Bearer t\r\n\r\n"
+
+
 def test_parse_head_lowercases_headers() -> None:
     status, headers = parse_head(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nX-Thing:  a:b ")
     assert status == 201

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from bench.options import FULL, QUICK, SCENARIOS, parse_args
+from bench.options import DEFAULT_SCENARIOS, FULL, QUICK, parse_args
 
 
 def test_defaults_start_a_server_and_run_everything_three_times() -> None:
     o = parse_args([])
     assert o.start_server and o.url is None
-    assert o.scenarios == SCENARIOS
+    assert o.scenarios == DEFAULT_SCENARIOS
     assert o.sizes == FULL and o.sizes.runs == 3
     assert o.workers == 2
     assert o.sizes.idle_polls == 10_000 and o.sizes.latency_reps == 50
     assert o.sizes.consume_messages == 20_000 and o.sizes.fanout_messages == 10_000
     assert o.quiet_wait_s == 60.0
+
+
+def test_the_auth_comparison_runs_only_on_request() -> None:
+    assert "g" not in parse_args([]).scenarios
+    assert parse_args(["--scenarios", "b,g"]).scenarios == ("b", "g")
 
 
 def test_quick_uses_small_sizes_and_one_run() -> None:
