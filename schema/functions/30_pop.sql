@@ -336,42 +336,35 @@ END;
 $$;
 
 -- The original server's pop entry point, kept callable for clients and tests that call the
--- stored procedures directly (the official client's auth tests do). A thin wrapper over
--- queen._pop_one, the pop the HTTP layer runs: the same claim, lease and message shape
--- (transactionId, producerSub, ...).
+-- stored procedures directly (the official client's auth tests do): a thin wrapper over
+-- queen.pop_unified_batch, the function the HTTP layer calls, so the claim, the lease and
+-- the messages (transactionId, producerSub, ...) are the same.
 -- Input:  array of {idx, queue_name, partition_name, consumer_group ("__QUEUE_MODE__" for
 --         queue mode), lease_seconds, worker_id (the lease id when it is a uuid), batch_size
 --         (default 10), sub_mode, sub_from, auto_ack}
 -- Output: array in input order of {idx, result: {success, leaseId, queue, partition,
---         partitionId, consumerGroup, partitionsClaimed, messages: [...]}}
+--         partitionId, consumerGroup, partitionsClaimed, skipped, messages: [...]}}
 CREATE OR REPLACE FUNCTION queen.pop_specific_batch(p_requests jsonb)
 RETURNS jsonb
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-AS $$
-DECLARE
-    v_out jsonb[] := '{}';
-    r     jsonb;
-BEGIN
-    IF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
-        RETURN '[]'::jsonb;
-    END IF;
-    FOR r IN
-        SELECT e FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS o(e, n) ORDER BY o.n
-    LOOP
-        v_out := v_out || jsonb_build_object(
-            'idx', r -> 'idx',
-            'result', queen._pop_one(jsonb_build_object(
-                'queue', r ->> 'queue_name',
-                'partition', r ->> 'partition_name',
-                'consumerGroup', r ->> 'consumer_group',
-                'batch', coalesce(r -> 'batch_size', '10'::jsonb),
-                'leaseSeconds', r -> 'lease_seconds',
-                'leaseId', r ->> 'worker_id',
-                'autoAck', r -> 'auto_ack',
-                'subscriptionMode', nullif(r ->> 'sub_mode', ''),
-                'subscriptionFrom', nullif(r ->> 'sub_from', ''))) - 'idx');
-    END LOOP;
-    RETURN to_jsonb(v_out);
-END;
+LANGUAGE sql AS $$
+    WITH req AS (
+        SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'idx', r -> 'idx',
+                   'queue', r ->> 'queue_name',
+                   'partition', r ->> 'partition_name',
+                   'consumerGroup', r ->> 'consumer_group',
+                   'batch', coalesce(r -> 'batch_size', '10'::jsonb),
+                   'leaseSeconds', r -> 'lease_seconds',
+                   'leaseId', r ->> 'worker_id',
+                   'autoAck', r -> 'auto_ack',
+                   'subscriptionMode', nullif(r ->> 'sub_mode', ''),
+                   'subscriptionFrom', nullif(r ->> 'sub_from', ''))
+                   ORDER BY i.n), '[]'::jsonb) AS batch
+          FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_requests) = 'array'
+                                         THEN p_requests ELSE '[]'::jsonb END)
+               WITH ORDINALITY AS i(r, n)
+    )
+    SELECT coalesce(jsonb_agg(jsonb_build_object('idx', o.res -> 'idx', 'result', o.res - 'idx')
+                              ORDER BY o.n), '[]'::jsonb)
+      FROM req, jsonb_array_elements(queen.pop_unified_batch(req.batch)) WITH ORDINALITY AS o(res, n)
 $$;
