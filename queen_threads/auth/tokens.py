@@ -2,8 +2,9 @@
 leeway), issuer, audience; then who the token speaks for (`Identity`).
 
 Keys are loaded once (the secret's bytes, public key objects, the JWKS cache), so
-verifying costs one signature check and no parsing of key material. `exp` is required:
-a token that never expires is refused.
+verifying costs one signature check and no parsing of key material; a token that verified
+is remembered for a while (auth/cache.py). `exp` is required: a token that never expires
+is refused.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import jwt
 from jwt import exceptions as jwt_errors
 
+from queen_threads.auth.cache import VerifiedTokens
 from queen_threads.auth.jwks import JwksCache, KeysUnavailable, UnknownKey
 from queen_threads.auth.keys import FAMILIES, family_of, key_family
 from queen_threads.auth.roles import Role, role_of
@@ -95,6 +97,7 @@ class TokenVerifier:
         self._audience = list(audience) or None
         self._options: Any = {"require": ["exp"], "verify_aud": bool(audience)}
         self._leeway = leeway_s
+        self.verified: VerifiedTokens[Identity] = VerifiedTokens()
 
     def start(self) -> None:
         if self.jwks is not None:
@@ -103,6 +106,9 @@ class TokenVerifier:
     def verify(self, token: str) -> Identity:
         """The token's identity; InvalidToken (401) when it does not verify, Unavailable
         (503) when the identity provider's keys cannot be fetched."""
+        identity = self.verified.get(token)
+        if identity is not None:
+            return identity
         try:
             key, algorithms = self._single or self._key_for(token)
             claims = jwt.decode(
@@ -117,7 +123,9 @@ class TokenVerifier:
         except jwt_errors.PyJWTError as exc:
             raise invalid(exc) from None
         sub = claims.get("sub")
-        return Identity(sub if isinstance(sub, str) and sub else None, role_of(claims))
+        identity = Identity(sub if isinstance(sub, str) and sub else None, role_of(claims))
+        self.verified.put(token, identity, float(claims["exp"]) + self._leeway)
+        return identity
 
     def _key_for(self, token: str) -> tuple[Any, list[str]]:
         header = jwt.get_unverified_header(token)
@@ -141,5 +149,6 @@ class TokenVerifier:
     def stats(self) -> dict[str, Any]:
         return {
             "algorithms": list(self.algorithms),
+            "verifiedTokensCached": len(self.verified),
             "jwks": self.jwks.stats() if self.jwks is not None else None,
         }

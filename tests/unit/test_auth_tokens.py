@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -180,3 +181,62 @@ def test_load_public_key_refuses_what_it_cannot_use() -> None:
 )  # fmt: skip
 def test_bearer_prefix_any_case_or_a_bare_token(header: str | None, token: str) -> None:
     assert bearer_token(header) == token
+
+
+# -- the verified-token cache ---------------------------------------------------------------
+def counting_decode(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    from queen_threads.auth import tokens
+
+    calls: list[str] = []
+    real = tokens.jwt.decode
+
+    def decode(token: str, *args: Any, **kwargs: Any) -> Any:
+        calls.append(token)
+        return real(token, *args, **kwargs)
+
+    monkeypatch.setattr(tokens.jwt, "decode", decode)
+    return calls
+
+
+def test_a_verified_token_is_checked_once_then_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = counting_decode(monkeypatch)
+    v = verifier(**HS)
+    token = hs256("carol", "admin")
+    for _ in range(5):
+        assert v.verify(token).sub == "carol"
+    assert len(calls) == 1
+    bad = hs256(secret="another-secret-of-at-least-32-bytes!!")
+    for _ in range(3):
+        refused(v, bad)
+    assert len(calls) == 4, "a refused token is never remembered"
+
+
+def test_a_remembered_token_is_checked_again_once_its_entry_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from queen_threads.auth import cache
+
+    calls = counting_decode(monkeypatch)
+    v = verifier(**HS, JWT_CLOCK_SKEW="0")
+    token = hs256(exp_in=2)
+    v.verify(token)
+    entry_end = time.time() + 2.5
+    monkeypatch.setattr(cache.time, "time", lambda: entry_end)
+    v.verify(token)  # PyJWT's own clock still says valid; the point: it was asked again
+    assert len(calls) == 2
+
+
+def test_verified_tokens_are_bounded_in_time_and_number() -> None:
+    from queen_threads.auth.cache import VerifiedTokens
+
+    tokens: VerifiedTokens[str] = VerifiedTokens(size=2, ttl_s=60)
+    now = time.time()
+    tokens.put("a", "A", now + 30)
+    tokens.put("gone", "G", now - 1)
+    assert tokens.get("a") == "A" and tokens.get("gone") is None
+    tokens.put("b", "B", now + 30)
+    tokens.put("c", "C", now + 30)
+    assert (tokens.get("a"), tokens.get("b"), tokens.get("c")) == (None, "B", "C")
+    short: VerifiedTokens[str] = VerifiedTokens(ttl_s=0)
+    short.put("x", "X", now + 3600)
+    assert short.get("x") is None  # TTL_S caps an entry whatever the token's exp
