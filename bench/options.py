@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
-DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "h")  # (g) on request: it starts 2 servers
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "h", "i")
+DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "h")  # (i) on request: it starts 2 servers
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h (default: all but g, which starts a second server)",
+        help="comma list of a,b,c,d,e,f,h,i (default: all but i, which starts a second server)",
     )
     p.add_argument("--quick", action="store_true", help="small sizes, 1 run (under 2 minutes)")
     p.add_argument("--json", dest="json_path", help="write every raw number to this file")

@@ -1,5 +1,5 @@
 """(a) batched push, 1000 messages per request, (b) single-message push: throughput; and
-(g) the cost of JWT authentication on (b)."""
+(i) the cost of JWT authentication on (b)."""
 
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ async def auth_cost(ctx: Context, run: int) -> RunResult:
     alternates between runs, so that drift of the machine favours neither)."""
     twin = ctx.target.auth_twin
     if twin is None or twin.bearer_token is None:
-        raise BenchError("(g) needs the servers the bench starts itself (no --url)")
+        raise BenchError("(i) needs the servers the bench starts itself (no --url)")
     sides = [
         ("off", ctx.target, ""),
         ("on", twin, f"Authorization: Bearer {twin.bearer_token}\r\n"),
@@ -158,14 +158,14 @@ async def auth_cost(ctx: Context, run: int) -> RunResult:
         for side, target, headers in sides:
             key = f"{side}_{n}"
             with ctx.against(target, headers):
-                stats, cpu = await push_throughput(ctx, "g", f"{side}{n}c-r{run}", n, 1)
+                stats, cpu = await push_throughput(ctx, "i", f"{side}{n}c-r{run}", n, 1)
             result.figures[key] = stats["req_per_s"]
             result.cpu[key] = cpu
             result.extra[key] = stats
         ratio = result.figures[f"on_{n}"] / result.figures[f"off_{n}"] * 100
         result.figures[f"ratio_{n}"] = round(ratio, 1)
         log(
-            f"(g) run {run + 1}: {n} connections: auth off {result.figures[f'off_{n}']:,.0f}, "
+            f"(i) run {run + 1}: {n} connections: auth off {result.figures[f'off_{n}']:,.0f}, "
             f"on {result.figures[f'on_{n}']:,.0f} req/s ({ratio:.1f}%)"
         )
     return result

@@ -1,4 +1,4 @@
-"""The scenarios of issue 6, by letter, with (g) (issue 12) and (h)."""
+"""The scenarios of issue 6, by letter, with (h) and (i) (issue 12)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("d", "long-poll wake latency", longpoll.latency_figures, longpoll.wake_latency),
         Scenario("e", "idle long polls", longpoll.idle_figures, longpoll.idle_polls),
         Scenario("f", "fan-out to consumer groups", consume.fanout_figures, consume.fanout),
-        Scenario("g", "single-message push, auth off/on", push.auth_figures, push.auth_cost),
+        Scenario("i", "single-message push, auth off/on", push.auth_figures, push.auth_cost),
         Scenario(
             "h",
             "idle long polls on one queue",

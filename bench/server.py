@@ -38,7 +38,7 @@ class Target:
     started_here: bool
     server_env: dict[str, str]
     log_path: str | None = None
-    # (g): a second server on the same database with JWT_ENABLED, and a token it accepts
+    # (i): a second server on the same database with JWT_ENABLED, and a token it accepts
     auth_twin: Target | None = None
     bearer_token: str | None = None
 
@@ -105,7 +105,7 @@ class ManagedServer:
     def start(self) -> Target:
         dsn = self.pg.start()
         target = self._serve(dsn, {}, self.log_path)
-        if "g" in self.options.scenarios:  # auth off and on, side by side
+        if "i" in self.options.scenarios:  # auth off and on, side by side
             env, token = auth_env()
             target.auth_twin = self._serve(dsn, env, self.tmp / "server-auth.log")
             target.auth_twin.bearer_token = token

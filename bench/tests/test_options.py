@@ -19,8 +19,8 @@ def test_defaults_start_a_server_and_run_everything_three_times() -> None:
 
 
 def test_the_auth_comparison_runs_only_on_request() -> None:
-    assert "g" not in parse_args([]).scenarios
-    assert parse_args(["--scenarios", "b,g"]).scenarios == ("b", "g")
+    assert "i" not in parse_args([]).scenarios
+    assert parse_args(["--scenarios", "b,i"]).scenarios == ("b", "i")
 
 
 def test_quick_uses_small_sizes_and_one_run() -> None:
