@@ -57,7 +57,7 @@ def _peek(sock: Any) -> bytes:
 def watch_readable(environ: dict[str, Any], nudge: Callable[[], None]) -> Callable[[], None]:
     """Call `nudge()` (in a new greenlet) when the client's socket becomes readable, which
     is how a disconnect shows; returns a function that stops watching. Event-driven, so a
-    parked long poll costs no CPU while it waits. A no-op outside gevent/gunicorn."""
+    waiting long poll costs no CPU while it waits. A no-op outside gevent/gunicorn."""
     sock = environ.get("gunicorn.socket")
     if sock is None:
         return _nothing
