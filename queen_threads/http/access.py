@@ -42,6 +42,7 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/lease/{{leaseId}}/extend": {"POST": RW},
     # messages and dead letters
     f"{API}/dlq": {"GET": RO},
+    f"{API}/dlq/requeue": {"POST": RW},
     f"{API}/messages": {"GET": RO},
     f"{API}/messages/{{partitionId}}/{{transactionId}}": {"GET": RO, "DELETE": RW},
     f"{API}/messages/{{partitionId}}/{{transactionId}}/retry": {"POST": RW},

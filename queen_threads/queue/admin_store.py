@@ -73,6 +73,19 @@ class AdminStore:
             raise NotFound(f"Message is not in the dead-letter queue{suffix}")
         return result
 
+    def dlq_requeue_preview(self, selection: dict[str, Any], sample: int) -> dict[str, Any]:
+        """{matched, partitions, sample} of a bulk requeue selection; changes nothing."""
+        return dict(self.db.call("admin_dlq_requeue_preview", {**selection, "sample": sample}))
+
+    def dlq_requeue_chunk(
+        self, selection: dict[str, Any], limit: int, from_partition: str | None
+    ) -> dict[str, Any]:
+        """One chunk (one transaction) of a bulk requeue: {requeued, partitions,
+        lastPartitionId}; the driver is queue/dlq_requeue.py."""
+        return dict(self.db.call("admin_dlq_requeue_chunk", {
+            **selection, "limit": limit, "fromPartition": from_partition,
+        }))  # fmt: skip
+
     # -- messages -------------------------------------------------------------------
     def messages(
         self,

@@ -17,6 +17,7 @@ def register(app: falcon.App, runtime: Runtime, api: str) -> None:
     seek = consumer_groups.Seek(store, body_limit)
     routes: list[tuple[str, object]] = [
         ("/dlq", dlq.DeadLetters(store)),
+        ("/dlq/requeue", dlq.Requeue(store, body_limit)),
         ("/messages", messages.MessageList(store)),
         ("/messages/{partitionId}/{transactionId}", messages.Message(store)),
         ("/messages/{partitionId}/{transactionId}/retry", messages.Retry(store, body_limit)),

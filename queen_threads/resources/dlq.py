@@ -1,12 +1,21 @@
-"""GET /api/v1/dlq: dead-lettered messages with real paging, filters and a total."""
+"""The dead-letter queue.
+
+GET  /api/v1/dlq: dead-lettered messages with real paging, filters and a total.
+POST /api/v1/dlq/requeue: requeue many of them at once (filters or ids, dry run, limit,
+     rate); the body rules are in `http/requeue_body.py`, the run in
+     `queue/dlq_requeue.py`.
+"""
 
 from __future__ import annotations
 
 import falcon
 
+from queen_threads.http.connection import client_gone
 from queen_threads.http.params import name_param, page, time_range
-from queen_threads.http.request import media
+from queen_threads.http.request import json_object, media
+from queen_threads.http.requeue_body import requeue_plan
 from queen_threads.queue.admin_store import AdminStore
+from queen_threads.queue.dlq_requeue import DlqRequeuer
 
 DEFAULT_LIMIT = 100
 
@@ -24,3 +33,16 @@ class DeadLetters:
             group=name_param(req, "consumerGroup", "Consumer group"),
             from_ts=start, to_ts=end, limit=limit, offset=offset,
         ))  # fmt: skip
+
+
+class Requeue:
+    """Bulk requeue. A paced run stops after its current chunk when the client has gone
+    (nobody would read the answer; what was requeued stays, a rerun continues)."""
+
+    def __init__(self, store: AdminStore, body_limit: int) -> None:
+        self.requeuer = DlqRequeuer(store)
+        self.body_limit = body_limit
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        plan = requeue_plan(json_object(req, self.body_limit))
+        media(resp, self.requeuer.run(plan, stop=lambda: client_gone(req.env)))

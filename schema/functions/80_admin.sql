@@ -150,10 +150,62 @@ $$;
 -- cursor has passed) becomes deliverable again as a copy appended at the tail of its
 -- partition: new id, same payload / traceId / producerSub / encryption flag, transactionId
 -- "<original>:retry:<12 hex>" (the original row keeps its transactionId, which is unique per
--- partition). The DLQ rows are removed in the same transaction.
+-- partition). The copy is a new message: no retry state follows it.
 -- Other groups whose cursor had already reached the old tail of the partition are moved past
 -- the copy, so a group that completed the original does not receive it again when it is
 -- caught up; a group still behind the tail will read the copy too (at-least-once).
+-- Shared by the single-message route (requeue_dlq_message_v1) and the bulk one
+-- (requeue_dlq_chunk_v1, 85_dlq_requeue.sql). The caller holds the partition's row lock
+-- (FOR NO KEY UPDATE, as push takes it, so the copy's (created_at, id) follows every
+-- message committed before it), has deleted the DLQ rows of p_groups (the groups the copy
+-- is for) and sends the wake-up.
+CREATE OR REPLACE FUNCTION queen._dlq_copy_to_tail(p_msg queen.messages, p_groups text[])
+RETURNS queen.messages
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_tail_ts timestamptz;
+    v_tail_id bigint;
+    v_new     queen.messages;
+BEGIN
+    SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
+      FROM queen.partition_lookup pl WHERE pl.partition_id = p_msg.partition_id;
+
+    INSERT INTO queen.messages
+           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+    VALUES (p_msg.transaction_id || ':retry:' || left(replace(gen_random_uuid()::text, '-', ''), 12),
+            p_msg.partition_id, p_msg.payload, p_msg.trace_id, p_msg.producer_sub,
+            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts))
+    RETURNING * INTO v_new;
+
+    UPDATE queen.partitions SET last_activity = clock_timestamp() WHERE id = p_msg.partition_id;
+
+    IF v_tail_id IS NOT NULL THEN
+        UPDATE queen.partition_consumers pc
+           SET last_consumed_created_at = v_new.created_at,
+               last_consumed_id = v_new.id
+         WHERE pc.partition_id = p_msg.partition_id
+           AND pc.consumer_group <> ALL (p_groups)
+           AND (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
+               >= (v_tail_ts, v_tail_id);
+    END IF;
+    RETURN v_new;
+END;
+$$;
+
+-- The wake-up after requeued copies were appended to a partition (pollers of every process
+-- hear it through LISTEN); sent once per partition and transaction.
+CREATE OR REPLACE FUNCTION queen._dlq_requeue_wake(p_pid uuid)
+RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_notify('queen_wakeup', jsonb_build_object(
+               'kind', 'push', 'queue', q.name, 'partition', p.name,
+               'namespace', q.namespace, 'task', q.task)::text)
+      FROM queen.partitions p
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = p_pid
+$$;
+
+-- One dead-lettered message (the single-message route).
 -- Input:  {partitionId, transactionId, consumerGroup|null (null = every group that
 --          dead-lettered it)}
 -- Output: {found, messageFound, requeuedFor:[groups], newTransactionId, messageId, queue,
@@ -162,18 +214,14 @@ CREATE OR REPLACE FUNCTION queen.requeue_dlq_message_v1(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_pid     uuid := queen._try_uuid(p ->> 'partitionId');
-    v_txn     text := p ->> 'transactionId';
-    v_group   text := nullif(p ->> 'consumerGroup', '');
-    v_msg     queen.messages;
-    v_pname   text;
-    v_q       queen.queues;
-    v_groups  text[];
-    v_tail_ts timestamptz;
-    v_tail_id bigint;
-    v_ts      timestamptz;
-    v_new_txn text;
-    v_new     queen.messages;
+    v_pid    uuid := queen._try_uuid(p ->> 'partitionId');
+    v_txn    text := p ->> 'transactionId';
+    v_group  text := nullif(p ->> 'consumerGroup', '');
+    v_msg    queen.messages;
+    v_pname  text;
+    v_qname  text;
+    v_groups text[];
+    v_new    queen.messages;
 BEGIN
     SELECT * INTO v_msg FROM queen.messages
      WHERE partition_id = v_pid AND transaction_id = v_txn;
@@ -181,10 +229,8 @@ BEGIN
         RETURN jsonb_build_object('found', false, 'messageFound', false);
     END IF;
 
-    -- Same lock as push: serialises with pushes to this partition, so (created_at, id) of
-    -- the copy follows every message committed before it.
     SELECT p.name INTO v_pname FROM queen.partitions p WHERE p.id = v_pid FOR NO KEY UPDATE;
-    SELECT q.* INTO v_q FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+    SELECT q.name INTO v_qname FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
      WHERE p.id = v_pid;
 
     WITH gone AS (
@@ -197,41 +243,16 @@ BEGIN
         RETURN jsonb_build_object('found', false, 'messageFound', true);
     END IF;
 
-    SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
-      FROM queen.partition_lookup pl WHERE pl.partition_id = v_pid;
-    v_ts := greatest(clock_timestamp(), v_tail_ts);
-    v_new_txn := v_msg.transaction_id || ':retry:'
-                 || left(replace(gen_random_uuid()::text, '-', ''), 12);
-
-    INSERT INTO queen.messages
-           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
-    VALUES (v_new_txn, v_pid, v_msg.payload, v_msg.trace_id, v_msg.producer_sub,
-            v_msg.is_encrypted, v_ts)
-    RETURNING * INTO v_new;
-
-    UPDATE queen.partitions SET last_activity = clock_timestamp() WHERE id = v_pid;
-
-    IF v_tail_id IS NOT NULL THEN
-        UPDATE queen.partition_consumers pc
-           SET last_consumed_created_at = v_new.created_at,
-               last_consumed_id = v_new.id
-         WHERE pc.partition_id = v_pid
-           AND pc.consumer_group <> ALL (v_groups)
-           AND (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
-               >= (v_tail_ts, v_tail_id);
-    END IF;
-
-    PERFORM pg_notify('queen_wakeup', jsonb_build_object(
-        'kind', 'push', 'queue', v_q.name, 'partition', v_pname,
-        'namespace', v_q.namespace, 'task', v_q.task)::text);
+    v_new := queen._dlq_copy_to_tail(v_msg, v_groups);
+    PERFORM queen._dlq_requeue_wake(v_pid);
 
     RETURN jsonb_build_object(
         'found', true,
         'messageFound', true,
         'requeuedFor', to_jsonb(v_groups),
-        'newTransactionId', v_new_txn,
+        'newTransactionId', v_new.transaction_id,
         'messageId', v_new.id::text,
-        'queue', v_q.name,
+        'queue', v_qname,
         'partition', v_pname);
 END;
 $$;
