@@ -36,7 +36,7 @@ class DeadLetters:
 
 
 class Requeue:
-    """Bulk requeue. A paced run stops after its current chunk when the client has gone
+    """Bulk requeue. A run stops after its current chunk when the client has gone
     (nobody would read the answer; what was requeued stays, a rerun continues)."""
 
     def __init__(self, store: AdminStore, body_limit: int) -> None:
