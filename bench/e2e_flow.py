@@ -107,15 +107,16 @@ class Producer:
         while self.next < len(self.requests):
             k = self.next
             self.next += 1
-            ahead = self.start + k * self.interval - now()
-            if now() > self.cutoff:
-                return  # the server cannot keep up: the rest of the window is not sent
+            slot = self.start + k * self.interval
+            ahead = slot - now()
             if ahead > 0:
                 await asyncio.sleep(ahead)
+            elif now() > self.cutoff:
+                return  # the server cannot keep up: the rest of the window is not sent
             elif -ahead > LAG_S and len(self.conns) < MAX_CONNECTIONS:
                 self._add()
             txid, raw = self.requests[k]
-            books.lags.append(max(0.0, -ahead))
+            books.lags.append(max(0.0, now() - slot))
             response = await conn.request_raw(raw, "POST")
             books.acked[txid] = now()
             check_pushed(response, 1, "(g) push")
