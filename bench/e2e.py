@@ -10,13 +10,22 @@ from typing import Any
 import orjson
 
 from bench.common import BenchError, Context, Figure, RunResult, check_pushed, configure, log, now
-from bench.e2e_flow import Books, Producer, consumer, latency_stats, settle, stop
+from bench.e2e_flow import (
+    Books,
+    Producer,
+    all_or_none,
+    consumer,
+    latency_stats,
+    settle,
+    stop,
+)
 from bench.httpclient import Connection, close_all
 from bench.options import Sizes
 from bench.stats import percentile
 
 POLL_TIMEOUT_MS = 5000
 GRACE_S = 5.0  # a message not received after consumers saw nothing for this long is lost
+WARMUP_LIMIT_S = 30.0
 RATE_KEPT = 0.95  # a window whose achieved push rate is below this share of its target fails
 TARGET_P50_MS, TARGET_P99_MS = 5, 50  # issue 16, at 1,000 msg/s
 
@@ -59,7 +68,36 @@ def render_pushes(ctx: Context, queue: str, partition: str, count: int) -> list[
     return out
 
 
-async def window(ctx: Context, label: str, rate: float, seconds: float, measured: bool) -> Any:
+async def prepare(ctx: Context, queue: str, partitions: list[str]) -> None:
+    """Configure the queue and create its partitions (one warm-up message each)."""
+    (setup,) = await ctx.connect(1)
+    try:
+        await configure(setup, queue)
+        for p in partitions:
+            body = orjson.dumps({"items": ctx.items(queue, p, -1, 1)})
+            raw = setup.render("POST", "/api/v1/push", body)
+            check_pushed(await setup.request_raw(raw, "POST"), 1, "(g) warm-up push")
+    finally:
+        await setup.close()
+
+
+async def until_ready(books: Books, consumers: list[asyncio.Task[None]], warmups: int) -> None:
+    """The warm-up messages are consumed: the consumers' polls are waiting."""
+    ready_by = now() + WARMUP_LIMIT_S
+    while len(books.received) < warmups and not any(t.done() for t in consumers):
+        if now() > ready_by:
+            raise BenchError(f"(g) warm-up messages not received in {WARMUP_LIMIT_S:g} s")
+        await asyncio.sleep(0.02)
+    for t in consumers:
+        if t.done():
+            t.result()  # a consumer failed: its error, now
+    await asyncio.sleep(0.2)
+
+
+Window = tuple[dict[str, Any], dict[str, float | None]]
+
+
+async def window(ctx: Context, label: str, rate: float, seconds: float, measured: bool) -> Window:
     """One window at `rate` msg/s for `seconds`: latency stats (and CPU when `measured`)."""
     s = ctx.sizes
     queue = ctx.queue("g", label)
@@ -67,36 +105,25 @@ async def window(ctx: Context, label: str, rate: float, seconds: float, measured
     per_producer = rate / len(partitions)
     count = max(1, round(per_producer * seconds))
     plan = [render_pushes(ctx, queue, p, count) for p in partitions]
-    (setup,) = await ctx.connect(1)
-    try:
-        await configure(setup, queue)
-        for p in partitions:  # create the partitions before the window
-            raw = setup.render(
-                "POST", "/api/v1/push", orjson.dumps({"items": ctx.items(queue, p, -1, 1)})
-            )
-            check_pushed(await setup.request_raw(raw, "POST"), 1, "(g) warm-up push")
-    finally:
-        await setup.close()
+    await prepare(ctx, queue, partitions)
     books = Books()
+    producers = [Producer(ctx.endpoint, reqs, per_producer, books) for reqs in plan]
     conns = await ctx.connect(s.e2e_consumers)
     pop = conns[0].render(
         "GET", ctx.pop_path(queue, batch=s.e2e_batch, wait="true", timeout=POLL_TIMEOUT_MS)
     )
-    tasks = [asyncio.create_task(consumer(c, pop, books)) for c in conns]
-    producers = [Producer(ctx.endpoint, reqs, per_producer, books) for reqs in plan]
+    consumers = [asyncio.create_task(consumer(c, pop, books)) for c in conns]
     start = now()
     try:
-        while len(books.received) < len(partitions) and not any(t.done() for t in tasks):
-            await asyncio.sleep(0.02)  # the warm-up messages are consumed: polls are waiting
-        await asyncio.sleep(0.2)
+        await until_ready(books, consumers, len(partitions))
         meter: contextlib.AbstractAsyncContextManager[dict[str, float | None]]
         meter = ctx.measure(f"g-{label}") if measured else contextlib.nullcontext({})
         async with meter as cpu:
             start = now() + 0.05
-            await asyncio.gather(*(p.run(start) for p in producers))
+            await all_or_none([p.run(start) for p in producers])
         await settle(books, GRACE_S)
     finally:
-        await stop(tasks)
+        await stop(consumers)
         await close_all(conns)
     stats = latency_stats(books.acked, books.received)
     last = max(books.acked.values(), default=start)

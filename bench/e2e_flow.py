@@ -11,6 +11,7 @@ waits for an answer beyond what the connections in flight allow (open loop).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,11 +91,12 @@ class Producer:
         try:
             while self.tasks:  # a connection added while waiting joins the wait
                 tasks = list(self.tasks)
-                await asyncio.gather(*tasks)
+                await all_or_none(tasks)
                 self.tasks = [t for t in self.tasks if t not in tasks]
         finally:
-            for t in self.tasks:
+            for t in self.tasks:  # a sender failed: stop the others (no-op when all ended)
                 t.cancel()
+            await asyncio.gather(*self.tasks, return_exceptions=True)
             await close_all(self.conns)
 
     def _add(self) -> None:
@@ -120,6 +122,18 @@ class Producer:
             response = await conn.request_raw(raw, "POST")
             books.acked[txid] = now()
             check_pushed(response, 1, "(g) push")
+
+
+async def all_or_none(work: Sequence[Awaitable[None]]) -> None:
+    """Run to the end, or, when one fails (or the caller is cancelled), cancel the rest."""
+    tasks = [asyncio.ensure_future(w) for w in work]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 async def consumer(conn: Connection, pop_raw: bytes, books: Books) -> None:

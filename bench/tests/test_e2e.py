@@ -35,3 +35,30 @@ def test_a_rate_passes_with_p99_in_the_limit_and_the_rate_kept() -> None:
     assert not passes({"p99_ms": 101.0, "achieved_rate": 2000.0}, 2000, 100)
     assert not passes({"p99_ms": 20.0, "achieved_rate": 1899.0}, 2000, 100)
     assert not passes({"achieved_rate": 0.0}, 2000, 100)
+
+
+def test_all_or_none_cancels_the_rest_when_one_fails() -> None:
+    import asyncio
+
+    import pytest
+
+    from bench.e2e_flow import all_or_none
+
+    finished: list[str] = []
+
+    async def slow() -> None:
+        await asyncio.sleep(10)
+        finished.append("slow")
+
+    async def failing() -> None:
+        await asyncio.sleep(0.01)
+        raise RuntimeError("boom")
+
+    async def main() -> list[asyncio.Task[None]]:
+        background = asyncio.create_task(slow())
+        with pytest.raises(RuntimeError, match="boom"):
+            await all_or_none([background, failing()])
+        return [background]
+
+    (background,) = asyncio.run(main())
+    assert background.cancelled() and not finished
