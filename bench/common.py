@@ -16,6 +16,7 @@ from urllib.parse import quote
 import orjson
 
 from bench import procstat
+from bench.ceiling_map import CeilingResult
 from bench.httpclient import Connection, Endpoint, Response, close_all
 from bench.options import Options, Sizes
 from bench.pgwaits import WaitSampler
@@ -87,6 +88,7 @@ class Context:
         self.profiles: dict[str, dict[str, Any]] = {}
         self.pg_waits: dict[str, dict[str, Any]] = {}
         self.rss_baseline_kb = 0  # server RSS before the first (e) run
+        self.ceilings: dict[str, CeilingResult] = {}  # measured before the scenarios
 
     @contextmanager
     def against(self, target: Target, headers: str = "") -> Iterator[None]:
@@ -103,10 +105,14 @@ class Context:
     def queue(self, scenario: str, label: str) -> str:
         return f"bench-{self.tag}-{scenario}-{label}"
 
-    def items(self, queue: str, partition: str, start: int, count: int) -> list[dict[str, Any]]:
+    def items(
+        self, queue: str, partition: str, start: int, count: int, txids: TxIds | None = None
+    ) -> list[dict[str, Any]]:
+        """Push items; `txids`: another id source (one per thread: TxIds is not thread-safe)."""
+        ids = txids or self.txids
         return [
             {"queue": queue, "partition": partition, "payload": {"seq": start + i, "pad": self.pad},
-             "transactionId": self.txids.next()}
+             "transactionId": ids.next()}
             for i in range(count)
         ]  # fmt: skip
 

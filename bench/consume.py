@@ -71,29 +71,36 @@ async def consume(
         if not messages:
             tally.empty_pops += 1
             continue
-        acks = [
-            {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
-             "leaseId": m.get("leaseId") or None, "status": "completed"}
-            for m in messages
-        ]  # fmt: skip
-        body = orjson.dumps({"acknowledgments": acks, "consumerGroup": group})
-        ack = expect(
-            await conn.request_raw(conn.render("POST", "/api/v1/ack/batch", body), "POST"),
-            200,
-            "ack/batch",
-        )
-        results = ack.json()
-        failed = [r for r in results if not r.get("success")] if isinstance(results, list) else []
-        if failed or not isinstance(results, list):
-            m = messages[0]
-            raise BenchError(
-                f"ack/batch: {len(failed)} of {len(acks)} failed "
-                f"{(now() - popped_at) * 1000:.0f} ms after the pop of partition "
-                f"{m.get('partition')!r} lease {m.get('leaseId')!r} group {group!r}: "
-                f"{ack.body[:300]!r}"
-            )
+        await ack_messages(conn, messages, group, popped_at)
         tally.acks += 1
         tally.add(messages)
+
+
+async def ack_messages(
+    conn: Connection, messages: list[dict[str, Any]], group: str | None, popped_at: float
+) -> None:
+    """One `POST /api/v1/ack/batch` completing popped `messages` (with their lease ids)."""
+    acks = [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+         "leaseId": m.get("leaseId") or None, "status": "completed"}
+        for m in messages
+    ]  # fmt: skip
+    body = orjson.dumps({"acknowledgments": acks, "consumerGroup": group})
+    ack = expect(
+        await conn.request_raw(conn.render("POST", "/api/v1/ack/batch", body), "POST"),
+        200,
+        "ack/batch",
+    )
+    results = ack.json()
+    failed = [r for r in results if not r.get("success")] if isinstance(results, list) else []
+    if failed or not isinstance(results, list):
+        m = messages[0]
+        raise BenchError(
+            f"ack/batch: {len(failed)} of {len(acks)} failed "
+            f"{(now() - popped_at) * 1000:.0f} ms after the pop of partition "
+            f"{m.get('partition')!r} lease {m.get('leaseId')!r} group {group!r}: "
+            f"{ack.body[:300]!r}"
+        )
 
 
 def stall_limit(messages: int) -> float:

@@ -39,6 +39,9 @@ def server_log_problems(path: str | None, limit: int = 20) -> list[str]:
 
 def render(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> str:
     parts = [report.results_table(rows(ctx, outcomes))]
+    if ctx.ceilings:
+        parts += ["", "In-run ceilings (measured once, before the scenarios):", "",
+                  report.ceilings_table(list(ctx.ceilings.values()))]  # fmt: skip
     cpu = cpu_rows(ctx, outcomes, cores)
     if cpu:
         parts += [
@@ -88,6 +91,7 @@ def bench(options: Options) -> int:
     print(render(ctx, outcomes, cores))
     info["elapsed_s"] = round(time.time() - started, 1)
     info["scenarios"] = {o.letter: o.as_dict(ctx) for o in outcomes}
+    info["ceilings"] = {k: r.as_dict() for k, r in ctx.ceilings.items()}
     info["profiles"] = ctx.profiles
     info["postgres_waits"] = ctx.pg_waits
     info["server_log_problems"] = problems

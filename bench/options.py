@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "h", "i")
-DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "h")  # (i) on request: it starts 2 servers
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i")
+DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")  # (i) starts 2 servers: on request
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,15 @@ class Sizes:
     fanout_messages: int = 10_000
     fanout_groups: int = 10
     payload_bytes: int = 64
+    e2e_rate: float = 1000.0  # (g): total msg/s of the main window
+    e2e_duration_s: float = 60.0
+    e2e_producers: int = 8  # producer i pushes to partition p{i}
+    e2e_consumers: int = 8
+    e2e_batch: int = 10
+    e2e_step_s: float = 15.0  # each rate of the search for the highest rate with p99 <= limit
+    e2e_step_limit_ms: float = 100.0
+    e2e_max_steps: int = 20
+    ceiling_queue_rows: int = 300_000  # rows the SKIP LOCKED ceiling may drain
 
 
 FULL = Sizes()
@@ -44,6 +53,9 @@ QUICK = Sizes(
     idle_queues=10,
     idle_hold_s=10.0,
     fanout_messages=3_000,
+    e2e_duration_s=10.0,
+    e2e_step_s=5.0,
+    ceiling_queue_rows=60_000,
 )
 
 
@@ -66,6 +78,7 @@ class Options:
     profile_native: bool
     quiet_wait_s: float
     quiet_limit: float
+    ceilings: bool
     keep: bool
     argv: tuple[str, ...]
 
@@ -113,8 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/bench",
         description=(
-            "Benchmark queen-threads: scenarios (a)-(f) of issue 6 and (h), idle long polls on"
-            " one hot queue (docs/benchmarks.md)."
+            "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
+            " (h) idle long polls on one hot queue, (i) auth off/on; each throughput figure"
+            " beside its in-run ceiling (docs/benchmarks.md)."
         ),
     )
     target = p.add_mutually_exclusive_group()
@@ -129,7 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,h,i (default: all but i, which starts a second server)",
+        help="comma list of a,b,c,d,e,f,g,h,i (default: all but i, which starts a second server)",
+    )
+    p.add_argument(
+        "--ceilings",
+        action=argparse.BooleanOptionalAction,
+        help="measure the in-run ceilings (bare HTTP app, raw psycopg2) before the scenarios"
+        " (default: on, off with --quick)",
     )
     p.add_argument("--quick", action="store_true", help="small sizes, 1 run (under 2 minutes)")
     p.add_argument("--json", dest="json_path", help="write every raw number to this file")
@@ -144,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="(a)/(b): spread the connections over this many partitions (default 1: Default)",
     )
     p.add_argument("--latency-reps", type=_positive_int, help="repetitions of (d)")
+    p.add_argument("--e2e-rate", type=_positive_float, help="(g): msg/s of the main window (1000)")
+    p.add_argument(
+        "--e2e-duration", type=_positive_float, help="(g): main window, s (60, quick 10)"
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -202,6 +226,8 @@ def parse_args(argv: list[str]) -> Options:
         ("idle_hold", "idle_hold_s"),
         ("latency_reps", "latency_reps"),
         ("push_partitions", "push_partitions"),
+        ("e2e_rate", "e2e_rate"),
+        ("e2e_duration", "e2e_duration_s"),
     ):
         value = getattr(ns, flag)
         if value is not None:
@@ -227,6 +253,7 @@ def parse_args(argv: list[str]) -> Options:
         profile_native=ns.profile_native,
         quiet_wait_s=ns.quiet_wait if ns.quiet_wait is not None else (0.0 if ns.quick else 60.0),
         quiet_limit=ns.quiet_limit,
+        ceilings=ns.ceilings if ns.ceilings is not None else not ns.quick,
         keep=ns.keep,
         argv=tuple(argv),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from bench.ceiling_map import CeilingResult
 from bench.stats import Summary
 
 
@@ -17,6 +18,7 @@ class Row:
     unit: str
     summary: Summary | None = None
     error: str | None = None
+    ceiling: float | None = None  # what the same work does without the server in the way
 
 
 def format_number(value: float) -> str:
@@ -51,17 +53,38 @@ def table(header: Sequence[str], lines: Sequence[Sequence[str]], right: Sequence
     return "\n".join(out)
 
 
+def ceiling_cells(row: Row) -> list[str]:
+    """`ceiling` and `% of ceiling` of a results line ("-" when the figure has none)."""
+    if row.ceiling is None:
+        return ["-", "-"]
+    if row.summary is None or not row.ceiling:
+        return [format_number(row.ceiling), "-"]
+    return [format_number(row.ceiling), f"{row.summary.median / row.ceiling * 100:.0f}%"]
+
+
 def results_table(rows: Sequence[Row]) -> str:
     lines: list[list[str]] = []
     for row in rows:
         if row.summary is None:
-            lines.append([row.scenario, row.figure, "FAILED", row.error or "", row.unit])
+            cells = [row.scenario, row.figure, "FAILED", row.error or "", row.unit]
         else:
-            lines.append(
-                [row.scenario, row.figure, format_number(row.summary.median), spread(row.summary),
-                 row.unit]
-            )  # fmt: skip
-    return table(["scenario", "figure", "median", "spread (min .. max)", "unit"], lines, (2,))
+            cells = [row.scenario, row.figure, format_number(row.summary.median),
+                     spread(row.summary), row.unit]  # fmt: skip
+        lines.append(cells + ceiling_cells(row))
+    header = ["scenario", "figure", "median", "spread (min .. max)", "unit", "ceiling",
+              "% of ceiling"]  # fmt: skip
+    return table(header, lines, (2, 5, 6))
+
+
+def ceilings_table(results: Sequence[CeilingResult]) -> str:
+    """The ceilings themselves: what each measured and which figures it bounds."""
+    lines = [
+        [r.ceiling.key, r.ceiling.label,
+         "FAILED" if r.value is None else format_number(r.value), r.ceiling.unit,
+         r.ceiling.bounds + (f" ({r.error})" if r.error else "")]
+        for r in results
+    ]  # fmt: skip
+    return table(["ceiling", "what", "measured", "unit", "bounds"], lines, (2,))
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench import procstat
+from bench.ceiling_map import ceiling_key, percent_of
+from bench.ceilings import measure_all
 from bench.common import Context, RunResult, log, now
 from bench.report import CpuRow, Row
 from bench.scenarios import SCENARIOS
@@ -35,11 +37,26 @@ class ScenarioOutcome:
                     "label": f.label,
                     "unit": f.unit,
                     **(summary.as_dict() if (summary := self.summary(f.key)) else {}),
+                    **self.ceiling_dict(ctx, f.key, summary),
                 }
                 for f in figures
             },
             "runs": [asdict(r) for r in self.runs],
         }
+
+    def ceiling(self, ctx: Context, key: str) -> tuple[str | None, float | None]:
+        """The figure's ceiling (key, measured value), if it has one."""
+        name = ceiling_key(self.letter, key)
+        result = ctx.ceilings.get(name) if name else None
+        return name, result.value if result else None
+
+    def ceiling_dict(self, ctx: Context, key: str, summary: Summary | None) -> dict[str, Any]:
+        name, value = self.ceiling(ctx, key)
+        if name is None:
+            return {}
+        pct = percent_of(summary.median, value) if summary else None
+        return {"ceiling": name, "ceiling_value": value,
+                "pct_of_ceiling": None if pct is None else round(pct, 1)}  # fmt: skip
 
     def summary(self, key: str) -> Summary | None:
         values = [r.figures[key] for r in self.runs if key in r.figures]
@@ -96,6 +113,10 @@ async def run_scenario(ctx: Context, letter: str) -> ScenarioOutcome:
 
 
 async def run_all(ctx: Context) -> list[ScenarioOutcome]:
+    if ctx.options.ceilings:
+        log("measuring the in-run ceilings")
+        await wait_quiet(ctx)
+        ctx.ceilings = await measure_all(ctx)
     return [await run_scenario(ctx, letter) for letter in ctx.options.scenarios]
 
 
@@ -108,7 +129,7 @@ def rows(ctx: Context, outcomes: list[ScenarioOutcome]) -> list[Row]:
             error = o.error if summary is None else None
             if summary is None and error is None:
                 error = "not measured"
-            out.append(Row(label, f.label, f.unit, summary, error))
+            out.append(Row(label, f.label, f.unit, summary, error, o.ceiling(ctx, f.key)[1]))
     return out
 
 
@@ -123,7 +144,7 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
                 continue  # figures sharing one window ((d), (e)) show it once
             seen.add(values)
             label = f.label if len(SCENARIOS[o.letter].figures(ctx.sizes)) > 1 else "-"
-            if o.letter in ("d", "e"):
+            if o.letter in ("d", "e", "g", "h"):
                 label = "measured window"
             server, busiest, postgres, loadgen, other, machine = values
             sampler = o.cpu_median(f.key, "pg_sampler")  # the bench's own PostgreSQL backend

@@ -1,8 +1,8 @@
-"""The scenarios of issue 6, by letter, with (h) and (i) (issue 12)."""
+"""The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12)."""
 
 from __future__ import annotations
 
-from bench import consume, longpoll, push
+from bench import consume, e2e, longpoll, push
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -14,6 +14,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("d", "long-poll wake latency", longpoll.latency_figures, longpoll.wake_latency),
         Scenario("e", "idle long polls", longpoll.idle_figures, longpoll.idle_polls),
         Scenario("f", "fan-out to consumer groups", consume.fanout_figures, consume.fanout),
+        Scenario("g", "end-to-end latency", e2e.e2e_figures, e2e.end_to_end),
         Scenario("i", "single-message push, auth off/on", push.auth_figures, push.auth_cost),
         Scenario(
             "h",

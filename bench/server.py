@@ -113,33 +113,14 @@ class ManagedServer:
 
     def _serve(self, dsn: str, extra: dict[str, str], log_path: Path) -> Target:
         port = free_port()
-        env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
-        server_env = {
-            "DATABASE_URL": dsn,
-            "HOST": "127.0.0.1",
-            "PORT": str(port),
-            "NUM_WORKERS": str(self.options.workers),
-            "LOG_LEVEL": self.options.server_log_level,
-        }
-        server_env.update(dict(self.options.server_env))
-        env.update(server_env | extra)
+        server_env = base_env(self.options, port, dsn)
         url = f"http://127.0.0.1:{port}"
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG),
-                 "queen_threads.wsgi:app"],
-                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        self.procs.append(proc)
-        try:
-            wait_healthy(url, 60, proc)
-        except RuntimeError as exc:
-            raise RuntimeError(f"{exc}\n--- server log ---\n{self.log_tail(log_path)}") from exc
+        self.procs.append(spawn("queen_threads.wsgi:app", server_env | extra, log_path, url))
         shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
         shown |= {k: ("<random>" if k == "JWT_SECRET" else v) for k, v in extra.items()}
         return Target(
             url=url,
-            server_pid=proc.pid,
+            server_pid=self.procs[-1].pid,
             pg_pid=postmaster_pid(self.pg.pgdata),
             dsn=dsn,
             started_here=True,
@@ -147,27 +128,85 @@ class ManagedServer:
             log_path=str(log_path),
         )
 
-    def log_tail(self, path: Path, size: int = 4000) -> str:
-        try:
-            return path.read_text(errors="replace")[-size:]
-        except OSError:
-            return ""
-
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_all(self.procs)
         self.pg.stop()
         if self.options.keep:
             print(f"bench: data kept in {self.tmp}", file=sys.stderr)
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+class BareServer:
+    """bench/bare_app.py on gunicorn with the server's configuration: the HTTP ceiling.
+
+    The same environment as the server under test (NUM_WORKERS from --workers, --server-env),
+    so that config/gunicorn.conf.py derives the same gunicorn settings from it."""
+
+    def __init__(self, options: Options, dsn: str | None) -> None:
+        self.options = options
+        self.dsn = dsn
+        self.tmp = Path(tempfile.mkdtemp(prefix="queen-bench-bare-"))
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> Target:
+        port = free_port()
+        env = base_env(self.options, port, self.dsn)
+        url = f"http://127.0.0.1:{port}"
+        log_path = self.tmp / "bare.log"
+        self.procs.append(spawn("bench.bare_app:app", env, log_path, url))
+        return Target(url, self.procs[-1].pid, None, None, True, {}, str(log_path))
+
+    def stop(self) -> None:
+        stop_all(self.procs)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def base_env(options: Options, port: int, dsn: str | None) -> dict[str, str]:
+    """What a started server gets on top of the caller's environment (--server-env last)."""
+    env = {"HOST": "127.0.0.1", "PORT": str(port), "NUM_WORKERS": str(options.workers),
+           "LOG_LEVEL": options.server_log_level}  # fmt: skip
+    if dsn:
+        env["DATABASE_URL"] = dsn
+    return env | dict(options.server_env)
+
+
+def spawn(
+    app: str, server_env: dict[str, str], log_path: Path, url: str
+) -> subprocess.Popen[bytes]:
+    """`python -m gunicorn -c config/gunicorn.conf.py <app>`, healthy at `url`."""
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
+    env.update(server_env)
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG), app],
+            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        wait_healthy(url, 60, proc)
+    except RuntimeError as exc:
+        stop_all([proc])
+        raise RuntimeError(f"{exc}\n--- server log ---\n{log_tail(log_path)}") from exc
+    return proc
+
+
+def log_tail(path: Path, size: int = 4000) -> str:
+    try:
+        return path.read_text(errors="replace")[-size:]
+    except OSError:
+        return ""
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def attach(options: Options) -> Target:

@@ -22,6 +22,10 @@ build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.num_workers
 worker_class = "gevent"
+# One listening socket per worker (SO_REUSEPORT, gunicorn >= 22 creates them in each worker):
+# the kernel hashes new connections over the workers. With one shared socket the first
+# worker to wake accepts a whole burst of connections, and keep-alive clients stay there.
+reuse_port = _settings.reuse_port
 worker_connections = _settings.worker_connections
 graceful_timeout = _settings.graceful_timeout
 timeout = 60

@@ -179,6 +179,13 @@ class Settings:
         _int(10),
         "Concurrent connections per worker process (waiting long polls count).",
     )
+    reuse_port: bool = env(
+        "REUSE_PORT",
+        True,
+        _bool,
+        "Each worker listens on its own SO_REUSEPORT socket so the kernel spreads connections "
+        "evenly over the workers (false: one shared socket).",
+    )
     graceful_timeout: int = env(
         "GRACEFUL_TIMEOUT", 30, _int(1), "Seconds a worker may take to finish on SIGTERM."
     )

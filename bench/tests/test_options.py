@@ -16,6 +16,22 @@ def test_defaults_start_a_server_and_run_everything_three_times() -> None:
     assert o.sizes.idle_polls == 10_000 and o.sizes.latency_reps == 50
     assert o.sizes.consume_messages == 20_000 and o.sizes.fanout_messages == 10_000
     assert o.quiet_wait_s == 60.0
+    assert o.ceilings
+    assert "g" in o.scenarios and o.sizes.e2e_duration_s == 60.0 and o.sizes.e2e_rate == 1000.0
+
+
+def test_ceilings_on_for_full_runs_off_for_quick_unless_asked() -> None:
+    assert not parse_args(["--no-ceilings"]).ceilings
+    assert not parse_args(["--quick"]).ceilings
+    assert parse_args(["--quick", "--ceilings"]).ceilings
+
+
+def test_e2e_rate_and_duration() -> None:
+    s = parse_args(["--quick", "--e2e-rate", "2500", "--e2e-duration", "20"]).sizes
+    assert (s.e2e_rate, s.e2e_duration_s, s.e2e_step_s) == (2500.0, 20.0, QUICK.e2e_step_s)
+    assert QUICK.e2e_duration_s == 10.0 and FULL.e2e_step_s == 15.0
+    with pytest.raises(SystemExit):
+        parse_args(["--e2e-rate", "0"])
 
 
 def test_the_auth_comparison_runs_only_on_request() -> None:

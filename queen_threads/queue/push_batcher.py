@@ -1,11 +1,20 @@
 """Group commit for pushes: concurrent push requests of one process share a database call.
 
-There is no timer: a lone request is sent at once. While `max_concurrent` calls are in
-flight, requests that arrive queue up and go together in the next call (led by the oldest
-of them), so under load many small pushes cost one commit, and a 201 still means
-committed. Two calls in flight (the default) keep large pushes of several clients
-running in parallel while small ones are still combined. The
-items of one request always travel in one call, so each request stays atomic; if a
+There is no timer: a lone request is sent at once. Requests that arrive while a call for
+one of their partitions is in flight queue up and go together in the next call (led by
+the oldest of them), so under load many small pushes cost one commit, and a 201 still
+means committed.
+
+Calls never overlap on a partition. The database serialises pushes to one partition
+anyway (push_messages_v2 holds the partition's row lock until its commit, which keeps
+(created_at, id) in commit order); a second call for a busy partition would only hold a
+pool connection while it waits for the lock, and would carry fewer requests. Waiting
+here instead lets the next call carry everything that arrived meanwhile. Calls for
+disjoint partitions run side by side, up to `max_concurrent` at once. A request waits
+behind earlier requests that share a partition with it (first come, first served per
+partition), so a request to many partitions cannot be starved by small ones.
+
+The items of one request always travel in one call, so each request stays atomic; if a
 combined call fails for a reason other than the database being unavailable, each request
 is retried alone so that one request's bad data cannot fail the others.
 """
@@ -14,20 +23,27 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from queen_threads.errors import Unavailable
 
 Items = list[dict[str, Any]]
 PushFn = Callable[[Items], Items]
+KeyFn = Callable[[dict[str, Any]], Hashable]
+
+
+def partition_key(item: dict[str, Any]) -> Hashable:
+    """What the database serialises pushes on: the (queue, partition) pair, as a tuple."""
+    return (item.get("queue"), item.get("partition"))
 
 
 class _Ticket:
-    __slots__ = ("error", "items", "lead", "results")
+    __slots__ = ("error", "items", "keys", "lead", "results")
 
-    def __init__(self, items: Items) -> None:
+    def __init__(self, items: Items, keys: frozenset[Hashable]) -> None:
         self.items = items
+        self.keys = keys
         self.results: Items | None = None
         self.error: BaseException | None = None
         self.lead = False
@@ -36,23 +52,29 @@ class _Ticket:
 class PushBatcher:
     """Combines the pushes of concurrent requests; `push()` blocks until committed."""
 
-    def __init__(self, push_fn: PushFn, max_items: int = 5000, max_concurrent: int = 2) -> None:
+    def __init__(
+        self,
+        push_fn: PushFn,
+        max_items: int = 5000,
+        max_concurrent: int = 2,
+        key_of: KeyFn = partition_key,
+    ) -> None:
         self._push_fn = push_fn
         self._max_items = max_items
         self._max_concurrent = max_concurrent
+        self._key_of = key_of
         self._pending: deque[_Ticket] = deque()
+        self._busy: set[Hashable] = set()  # partitions of the calls in flight
         self._leaders = 0
         self._cond = threading.Condition(threading.Lock())
         self.calls = 0
         self.requests = 0
 
     def push(self, items: Items) -> Items:
-        ticket = _Ticket(items)
+        ticket = _Ticket(items, frozenset(self._key_of(item) for item in items))
         with self._cond:
             self._pending.append(ticket)
-            if self._leaders < self._max_concurrent:
-                self._leaders += 1
-                ticket.lead = True
+            self._promote()
             while not ticket.lead and ticket.results is None and ticket.error is None:
                 self._cond.wait()
         if ticket.lead:
@@ -62,18 +84,37 @@ class PushBatcher:
         assert ticket.results is not None
         return ticket.results
 
+    def _promote(self) -> None:
+        """Make waiting requests leaders while calls may start: the oldest ones whose
+        partitions are free and not wanted by an older waiting request. Lock held."""
+        blocked = set(self._busy)
+        for ticket in self._pending:
+            if self._leaders >= self._max_concurrent:
+                return
+            if not ticket.lead and blocked.isdisjoint(ticket.keys):
+                ticket.lead = True
+                self._leaders += 1
+                self._cond.notify_all()
+            blocked |= ticket.keys
+
     def _take(self, own: _Ticket) -> list[_Ticket]:
-        """The leader's own request plus the waiting ones after it that fit in one call."""
+        """The leader's own request plus the waiting ones after it that fit in one call and
+        whose partitions no other call holds (or an older request waits for). Lock held."""
         self._pending.remove(own)
         batch, count = [own], len(own.items)
+        blocked = set(self._busy)
         for ticket in list(self._pending):
-            if ticket.lead:
+            if (
+                ticket.lead
+                or not blocked.isdisjoint(ticket.keys)
+                or count + len(ticket.items) > self._max_items
+            ):
+                blocked |= ticket.keys
                 continue
-            if count + len(ticket.items) > self._max_items:
-                break
             self._pending.remove(ticket)
             batch.append(ticket)
             count += len(ticket.items)
+        self._busy.update(*(t.keys for t in batch))
         return batch
 
     def _lead(self, own: _Ticket) -> None:
@@ -83,11 +124,9 @@ class PushBatcher:
             self._run(batch)
         finally:
             with self._cond:
-                successor = next((t for t in self._pending if not t.lead), None)
-                if successor is not None:
-                    successor.lead = True
-                else:
-                    self._leaders -= 1
+                self._busy.difference_update(*(t.keys for t in batch))
+                self._leaders -= 1
+                self._promote()
                 self._cond.notify_all()
 
     def _run(self, batch: list[_Ticket]) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -34,8 +35,16 @@ class GatedStore:
         ]
 
 
-def items(*tids: str) -> Items:
-    return [{"tid": t} for t in tids]
+def items(*tids: str, partition: str = "P") -> Items:
+    return [{"tid": t, "queue": "q", "partition": partition} for t in tids]
+
+
+def wait_pending(batcher: PushBatcher, count: int, timeout: float = 5.0) -> None:
+    """Until `count` requests wait in the batcher (fails instead of hanging)."""
+    deadline = time.monotonic() + timeout
+    while len(batcher._pending) < count:
+        assert time.monotonic() < deadline, f"{len(batcher._pending)} of {count} waiting"
+        threading.Event().wait(0.001)
 
 
 def run_concurrently(batcher: PushBatcher, store: GatedStore, requests: list[Items]) -> list[Any]:
@@ -53,8 +62,7 @@ def run_concurrently(batcher: PushBatcher, store: GatedStore, requests: list[Ite
     others = [threading.Thread(target=call, args=(n,)) for n in range(1, len(requests))]
     for t in others:
         t.start()
-    while len(batcher._pending) < len(others):  # all queued behind the call in flight
-        threading.Event().wait(0.001)
+    wait_pending(batcher, len(others))  # all queued behind the call in flight
     store.gate.set()
     for t in [first, *others]:
         t.join(5)
@@ -105,7 +113,7 @@ def test_one_bad_request_does_not_fail_the_others() -> None:
     assert [r["transactionId"] for r in out[2]] == ["ok"]
 
 
-def test_two_calls_in_flight_by_default() -> None:
+def test_two_calls_for_different_partitions_in_flight_by_default() -> None:
     calls_in_flight = threading.Semaphore(0)
     release = threading.Event()
     seen: list[list[str]] = []
@@ -117,7 +125,8 @@ def test_two_calls_in_flight_by_default() -> None:
         return [{"transactionId": i["tid"]} for i in batch]
 
     batcher = PushBatcher(push)
-    threads = [threading.Thread(target=batcher.push, args=(items(t),)) for t in ("a", "b", "c")]
+    requests = [items(t, partition=t) for t in ("a", "b", "c")]
+    threads = [threading.Thread(target=batcher.push, args=(r,)) for r in requests]
     for t in threads:
         t.start()
     assert calls_in_flight.acquire(timeout=5) and calls_in_flight.acquire(timeout=5)
@@ -126,3 +135,46 @@ def test_two_calls_in_flight_by_default() -> None:
     for t in threads:
         t.join(5)
     assert sorted(x for call in seen for x in call) == ["a", "b", "c"]
+
+
+def test_calls_never_overlap_on_a_partition() -> None:
+    """The database serialises pushes to one partition: a second call would only wait for
+    the first one's lock; the requests wait here and share the next call instead."""
+    store = GatedStore()
+    batcher = PushBatcher(store.push)  # two calls may run, but not for one partition
+    out = run_concurrently(batcher, store, [items("a"), items("b"), items("c")])
+    assert store.calls == [["a"], ["b", "c"]]
+    assert [r["transactionId"] for r in out[2]] == ["c"]
+
+
+def test_a_request_waits_behind_an_older_one_sharing_a_partition() -> None:
+    """First come, first served per partition: a later small request to a partition an
+    older waiting request also needs does not jump ahead of it."""
+    order: list[list[str]] = []
+    entered, release = threading.Event(), threading.Event()
+
+    def push(batch: Items) -> Items:
+        order.append([i["tid"] for i in batch])
+        if batch[0]["tid"] == "x":  # the first call holds partition A until released
+            entered.set()
+            release.wait(5)
+        return [{"transactionId": i["tid"]} for i in batch]
+
+    batcher = PushBatcher(push, max_concurrent=2)
+    first = threading.Thread(target=batcher.push, args=(items("x", partition="A"),))
+    first.start()
+    assert entered.wait(5)
+    # waits for A (held by x), and also needs B
+    both = [{"tid": "ab", "queue": "q", "partition": p} for p in ("A", "B")]
+    t_both = threading.Thread(target=batcher.push, args=(both,))
+    t_both.start()
+    wait_pending(batcher, 1)
+    # B is free, but the older waiting request wants it: this one must not start first
+    t_b = threading.Thread(target=batcher.push, args=(items("b", partition="B"),))
+    t_b.start()
+    wait_pending(batcher, 2)
+    assert order == [["x"]], "nothing else may start while A is held"
+    release.set()
+    for t in (first, t_both, t_b):
+        t.join(5)
+    assert order[0] == ["x"] and order[1][0] == "ab", order
