@@ -164,10 +164,9 @@ def test_a_first_pop_during_a_clear_waits_for_it_and_leases_nothing_removed(
 
         def pop() -> None:
             with popping.cursor() as cur:
+                request = {"idx": 0, "queue": "cc", "consumerGroup": "late", "batch": 10}
                 cur.execute(
-                    "SELECT queen.pop_unified_batch(%s::jsonb)::text",
-                    (json.dumps([{"idx": 0, "queue": "cc", "consumerGroup": "late",
-                                  "batch": 10}]),),  # fmt: skip
+                    "SELECT queen.pop_unified_batch(%s::jsonb)::text", (json.dumps([request]),)
                 )
                 row = cur.fetchone()
                 assert row is not None

@@ -40,7 +40,8 @@ CLIENT_SENDS = [
     ("GET", "/api/v1/pop/queue/{queue}", POP),
     ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}", POP),
     ("GET", "/api/v1/pop", POP),
-    ("GET", "/api/v1/dlq", {"queue", "limit", "offset", "consumerGroup", "partition", "from", "to"}),
+    ("GET", "/api/v1/dlq",
+     {"queue", "limit", "offset", "consumerGroup", "partition", "from", "to"}),
     ("GET", "/api/v1/consumer-groups/lagging", {"minLagSeconds"}),
     ("DELETE", "/api/v1/consumer-groups/{group}", {"deleteMetadata"}),
     ("DELETE", "/api/v1/consumer-groups/{group}/queues/{queue}", {"deleteMetadata"}),
@@ -61,10 +62,11 @@ def test_what_the_official_client_sends_is_known(
 
 
 def test_pop_takes_every_option_the_client_has() -> None:
-    assert POP == {
+    expected = {
         "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
         "subscriptionMode", "subscriptionFrom", "namespace", "task",
     }  # fmt: skip
+    assert expected == POP
 
 
 def test_a_method_the_resource_does_not_serve_is_left_to_falcon() -> None:
