@@ -119,7 +119,8 @@ SELECT queen.requeue_dlq_message_v1(%s::jsonb)::text;
 
 -- name: admin_message_list
 -- Messages newest first (without payloads), one page plus the total under the same
--- filters (from/to bound created_at); status is queue mode's view of the message.
+-- filters (from/to bound created_at; status is queue mode's view of the message, one of
+-- queen._message_states' statuses, 'pending' when queue mode has no cursor on it).
 WITH f AS (
     SELECT m.id, m.transaction_id, m.partition_id, m.trace_id, m.producer_sub, m.created_at,
            m.is_encrypted, p.name AS pname, q.name AS qname, q.namespace, q.task
@@ -128,6 +129,13 @@ WITH f AS (
       JOIN queen.queues q ON q.id = p.queue_id
      WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
        AND (%(partition)s::text IS NULL OR p.name = %(partition)s::text)
+       AND (%(namespace)s::text IS NULL OR q.namespace = %(namespace)s::text)
+       AND (%(task)s::text IS NULL OR q.task = %(task)s::text)
+       AND (%(status)s::text IS NULL
+            OR coalesce((SELECT s.status
+                           FROM queen._message_states(m.id, m.partition_id, m.created_at) s
+                          WHERE s.consumer_group = '__QUEUE_MODE__'), 'pending')
+               = %(status)s::text)
        AND (%(from_ts)s::timestamptz IS NULL OR m.created_at >= %(from_ts)s::timestamptz)
        AND (%(to_ts)s::timestamptz IS NULL OR m.created_at <= %(to_ts)s::timestamptz)
 ), page AS (

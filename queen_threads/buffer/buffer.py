@@ -270,4 +270,5 @@ class FileBuffer:
             "bufferedByWorker": self.buffered,
             "replayedByWorker": self.committer.replayed,
             "lastError": self.last_error,
+            "queuesFull": self.committer.held_queues(),
         }

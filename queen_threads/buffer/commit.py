@@ -4,8 +4,13 @@ The push is idempotent by transactionId (a `duplicate` answer counts as success)
 replaying an event twice stores it once. A file is deleted only after all its events are
 committed.
 
-- `failed/`: files whose events the database rejected for a reason other than being
-  unreachable (e.g. a queue at its maxSize); retried with a growing delay, never dropped.
+- a queue at its `maxSize` (`reason: queue_full`) is back-pressure, not a rejection: the
+  events of that queue that fit are pushed one at a time, in order; the queue is then
+  held for QUEUE_FULL_HOLD_S, and the file that met the full queue stops there (its
+  progress kept, still in the main folder), as does every file reaching an event of a
+  held queue, so the queue's events keep their order across files. Nothing is dropped.
+- `failed/`: files whose events the database rejected for another reason (e.g. a payload
+  PostgreSQL refuses); retried with a growing delay, never dropped.
 - `torn/`: the bytes of a torn last record (a write the process died in), kept for
   inspection; its request was never acknowledged, so nothing acknowledged is in there.
 """
@@ -24,6 +29,7 @@ from typing import Any
 from queen_threads.buffer.files import BufFile
 from queen_threads.buffer.records import Record, RecordReader, TornTail, copy_tail, to_item
 from queen_threads.errors import DatabaseUnavailable
+from queen_threads.queue.capacity import refused_for_size
 from queen_threads.queue.store import QueueStore
 
 log = logging.getLogger("queen_threads.file_buffer")
@@ -31,6 +37,7 @@ log = logging.getLogger("queen_threads.file_buffer")
 OK_STATUSES = ("queued", "duplicate")
 FAILED_RETRY_S = 5.0  # first retry of a failed file; doubles per attempt
 FAILED_RETRY_MAX_S = 300.0
+QUEUE_FULL_HOLD_S = 1.0  # how long a full queue gets no replayed event
 
 Pairs = list[tuple[str, str]]
 Batch = list[tuple[int, Record]]  # (index of its source, record)
@@ -51,6 +58,17 @@ class Source:
     exhausted: bool = False
     failed: bool = False
     done: bool = False
+    held_at: int | None = None  # index of the record a full queue held back (this pass)
+
+    @property
+    def held(self) -> bool:
+        return self.held_at is not None
+
+    def hold(self, index: int) -> None:
+        """Stop reading this file at record `index` for this pass (earlier ones may still
+        be committed; the next pass resumes from there)."""
+        if self.held_at is None or index < self.held_at:
+            self.held_at = index
 
 
 @dataclass
@@ -82,10 +100,27 @@ class Committer:
         self.torn_tails = 0
         self.progress: dict[str, tuple[int, int]] = {}  # file name -> (offset, index)
         self.failed: dict[str, FailedInfo] = {}
+        self.full: dict[str, tuple[float, str]] = {}  # queue -> (held until, its error)
 
     def prune(self, names: set[str]) -> None:
         """Forget the progress of every file but these (the others are gone)."""
         self.progress = {k: v for k, v in self.progress.items() if k in names}
+
+    def is_held(self, queue: str) -> bool:
+        """Is this queue full, its replayed events held back for a moment?"""
+        entry = self.full.get(queue)
+        if entry is None:
+            return False
+        if entry[0] > time.monotonic():
+            return True
+        del self.full[queue]
+        return False
+
+    def held_queues(self) -> dict[str, str]:
+        """Queues whose replayed events are held back right now, with their error."""
+        return {
+            queue: error for queue, (_, error) in list(self.full.items()) if self.is_held(queue)
+        }
 
     def commit(self, batch: Batch, sources: list[Source]) -> int:
         """Push one batch; returns the number of events committed."""
@@ -102,25 +137,41 @@ class Committer:
             log.warning("replay batch rejected (%s); retrying its events one by one", exc)
             return self._flush_one_by_one(batch, sources)
         self.set_healthy(True, None)
-        committed = self._settle(batch, results, sources)
+        committed = self._settle(batch, self._fill(batch, results), sources)
         self.finish_done(sources)
         return committed
+
+    def _push_one(self, record: Record) -> dict[str, Any]:
+        """One event alone; a rejected call comes back as a failed result."""
+        try:
+            return self.store.push([to_item(record.event)])[0]
+        except DatabaseUnavailable as exc:
+            self.set_healthy(False, str(exc))
+            raise DatabaseDown from exc
+        except Exception as exc:
+            return {"status": "failed", "error": f"{type(exc).__name__}: {exc}"}
+
+    def _fill(self, batch: Batch, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A full queue refuses every event of it in one call, even when some would fit
+        (and a batch larger than its maxSize never would): push them one at a time, in
+        order, until the queue refuses one alone."""
+        full: set[str] = set()
+        filled = list(results)
+        for i, ((_, record), result) in enumerate(zip(batch, results, strict=True)):
+            queue = record.event["queue"]
+            if not refused_for_size(result) or queue in full:
+                continue
+            filled[i] = self._push_one(record)
+            if refused_for_size(filled[i]):
+                full.add(queue)
+        return filled
 
     def _flush_one_by_one(self, batch: Batch, sources: list[Source]) -> int:
         committed = 0
         for si, record in batch:
-            source = sources[si]
-            if source.failed:
+            if sources[si].failed or sources[si].held:
                 continue
-            try:
-                results = self.store.push([to_item(record.event)])
-            except DatabaseUnavailable as exc:
-                self.set_healthy(False, str(exc))
-                raise DatabaseDown from exc
-            except Exception as exc:
-                self._fail(source, f"{type(exc).__name__}: {exc}")
-                continue
-            committed += self._settle([(si, record)], results, sources)
+            committed += self._settle([(si, record)], [self._push_one(record)], sources)
         self.finish_done(sources)
         return committed
 
@@ -130,12 +181,16 @@ class Committer:
         for (si, record), result in zip(batch, results, strict=True):
             source = sources[si]
             status = result.get("status")
+            if refused_for_size(result):
+                self.hold_queue(record.event["queue"], str(result.get("error")))
+                source.hold(record.index)
+                continue
             if status not in OK_STATUSES:
                 self._fail(source, str(result.get("error") or f"status {status}"))
                 continue
             committed += 1
             source.inflight -= 1
-            if not source.failed:
+            if not source.failed and (source.held_at is None or record.index < source.held_at):
                 self.progress[source.file.name] = (record.end, record.index + 1)
             if status == "queued":
                 woken.append((record.event["queue"], record.event.get("partition") or "Default"))
@@ -149,6 +204,19 @@ class Committer:
                 log.exception("waking consumers after a replay failed")
         return committed
 
+    def hold_queue(self, queue: str, error: str) -> None:
+        """The queue refused for size: hold its events back for QUEUE_FULL_HOLD_S."""
+        if queue not in self.full:
+            log.warning("replay waits for queue %s to make room: %s", queue, error)
+        self.full[queue] = (time.monotonic() + QUEUE_FULL_HOLD_S, error)
+
+    def postpone(self, name: str) -> None:
+        """The next retry of the failed/ file `name`: FAILED_RETRY_S doubled per attempt."""
+        info = self.failed.get(name)
+        if info is not None:
+            delay = FAILED_RETRY_S * 2 ** max(info.attempts - 1, 0)
+            info.next_try = time.monotonic() + min(delay, FAILED_RETRY_MAX_S)
+
     def _fail(self, source: Source, error: str) -> None:
         """The database refused an event of this file: set the whole file aside."""
         if source.failed:
@@ -158,9 +226,7 @@ class Committer:
         info = self.failed.setdefault(source.file.name, FailedInfo(error))
         info.error = error
         info.attempts += 1
-        info.next_try = time.monotonic() + min(
-            FAILED_RETRY_S * 2 ** (info.attempts - 1), FAILED_RETRY_MAX_S
-        )
+        self.postpone(source.file.name)
         if source.in_failed_dir:
             log.warning("buffer file failed/%s still rejected: %s", source.file.name, error)
             return
@@ -177,7 +243,9 @@ class Committer:
     def finish_done(self, sources: Iterable[Source]) -> None:
         """Delete the files whose every event is committed (keeping a torn tail aside)."""
         for source in sources:
-            if source.done or source.failed or not source.exhausted or source.inflight:
+            if source.done or source.failed or source.held or not source.exhausted:
+                continue
+            if source.inflight:  # taken from the file, not committed yet
                 continue
             source.done = True
             torn = source.reader.torn

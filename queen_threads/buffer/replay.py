@@ -3,7 +3,8 @@
 The replayer merges the closed files by event timestamp (each process's timestamps are
 strictly increasing), never passing an event that is newer than the first event of a file
 still being written, and pushes FILE_BUFFER_MAX_BATCH events per `store.push` call. Files
-set aside in failed/ are replayed on their own once their retry time has come.
+set aside in failed/ are replayed on their own once their retry time has come. A file that
+reaches an event of a queue held for being full (commit.py) stops there for this pass.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ class Replayer:
                     break
                 heapq.heappop(heap)
                 source = sources[si]
-                if source.failed:
+                if not self._takes(source, record):
                     continue
                 batch.append((si, record))
                 source.inflight += 1
@@ -98,6 +99,16 @@ class Replayer:
             for source in sources:
                 source.reader.close()
         return committed > 0
+
+    def _takes(self, source: Source, record: Record) -> bool:
+        """Should this record go into the batch? Not after its file failed or stopped, nor
+        while its queue is held for being full (its file stops at it)."""
+        if source.failed or source.held:
+            return False
+        if self.committer.is_held(record.event["queue"]):
+            source.hold(record.index)
+            return False
+        return True
 
     def _advance(self, si: int, source: Source, heap: list[Any]) -> None:
         record = source.reader.next()
@@ -137,10 +148,12 @@ class Replayer:
         source = Source(f, reader, in_failed_dir=True)
         try:
             batch: Batch = []
-            while not source.failed and not self.paused():
+            while not source.failed and not source.held and not self.paused():
                 record = reader.next()
                 if record is None:
                     source.exhausted = True
+                    break
+                if not self._takes(source, record):
                     break
                 batch.append((0, record))
                 source.inflight += 1
@@ -149,6 +162,8 @@ class Replayer:
                     batch = []
             if batch and not source.failed and not self.paused():
                 self.committer.commit(batch, [source])
+            if source.held:  # a full queue: not a new failure, but not at once again either
+                self.committer.postpone(f.name)
             self.committer.finish_done([source])
         finally:
             reader.close()

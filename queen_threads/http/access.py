@@ -55,6 +55,7 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/consumer-groups/{{group}}/queues/{{queue}}": {"DELETE": ADMIN},
     f"{API}/consumer-groups/{{group}}/queues/{{queue}}/seek": {"POST": RW},
     f"{API}/consumer-groups/{{group}}/queues/{{queue}}/partitions/{{partition}}/seek": {"POST": RW},
+    f"{API}/stats/refresh": {"POST": ADMIN},
     # traces
     f"{API}/traces": {"POST": RW},
     f"{API}/traces/names": {"GET": RO},
@@ -64,6 +65,8 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/resources/overview": {"GET": RO},
     f"{API}/resources/queues": {"GET": RO},
     f"{API}/resources/queues/{{queue}}": {"GET": RO, "DELETE": ADMIN},
+    f"{API}/resources/partitions": {"GET": RO},
+    f"{API}/queues/{{queue}}/clear": {"DELETE": ADMIN},
     f"{API}/resources/namespaces": {"GET": RO},
     f"{API}/resources/tasks": {"GET": RO},
     f"{API}/status": {"GET": RO},

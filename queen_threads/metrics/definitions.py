@@ -48,6 +48,13 @@ class PromMetrics:
             "already in the partition), failed, buffered (failover file buffer).",
             ["queue", "status"],
         )
+        self.push_rejected = Counter(
+            "queen_push_rejected_total",
+            "Pushed items the database refused, by queue and reason: queue_full (the "
+            "queue's maxSize), queue_required, encryption_key_missing, not_stored. HTTP "
+            "pushes, transactions (also those rolled back by it) and buffer replays.",
+            ["queue", "reason"],
+        )
         self.popped = Counter(
             "queen_messages_popped_total", "Messages delivered by pops, by queue.", ["queue"]
         )

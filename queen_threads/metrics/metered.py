@@ -93,6 +93,7 @@ class MeteredQueueStore(QueueStore):
                 for item, result in zip(items, results, strict=False)
             ]
         )
+        _count_rejected(results)
         return results
 
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -131,6 +132,7 @@ class MeteredQueueStore(QueueStore):
 
     def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
         result = super().transaction(operations)
+        _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []
             self._pushed(
@@ -148,6 +150,18 @@ class MeteredQueueStore(QueueStore):
                 ]
             )
         return result
+
+
+def _count_rejected(results: Iterable[dict[str, Any]]) -> None:
+    """queen_push_rejected_total: push results the database refused, with their reason."""
+    _inc(
+        prom().push_rejected,
+        (
+            (str(r.get("queueName") or ""), str(r["reason"]))
+            for r in results
+            if r.get("reason") and r.get("status") == "failed"
+        ),
+    )
 
 
 class MeteredPollingService(PollingService):

@@ -92,14 +92,18 @@ class AdminStore:
         *,
         queue: str | None,
         partition: str | None,
+        namespace: str | None,
+        task: str | None,
+        status: str | None,
         from_ts: datetime | None,
         to_ts: datetime | None,
         limit: int,
         offset: int,
     ) -> dict[str, Any]:
         return dict(self.db.json("admin_message_list", {
-            "queue": queue, "partition": partition, "from_ts": from_ts, "to_ts": to_ts,
-            "limit": limit, "offset": offset,
+            "queue": queue, "partition": partition, "namespace": namespace, "task": task,
+            "status": status, "from_ts": from_ts, "to_ts": to_ts, "limit": limit,
+            "offset": offset,
         }))  # fmt: skip
 
     def message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
@@ -206,6 +210,36 @@ class AdminStore:
         if found is None:
             raise NotFound(f"Queue {name} not found")
         return dict(found)
+
+    def partitions(
+        self,
+        *,
+        queue: str | None,
+        namespace: str | None,
+        task: str | None,
+        limit: int,
+        offset: int,
+    ) -> dict[str, Any]:
+        return dict(self.db.json("admin_partition_list", {
+            "queue": queue, "namespace": namespace, "task": task, "limit": limit,
+            "offset": offset,
+        }))  # fmt: skip
+
+    def clear_queue(self, queue: str, partition: str | None) -> dict[str, Any]:
+        """Remove the messages of the queue (or of one partition), keeping the queue;
+        NotFound for an unknown queue or partition."""
+        result: dict[str, Any] = self.db.call(
+            "admin_clear_queue", {"queue": queue, "partition": partition}
+        )
+        if not result["queueFound"]:
+            raise NotFound(f"Queue {queue} not found")
+        if not result["partitionFound"] and partition is not None:
+            raise NotFound(f"Partition {partition} of queue {queue} not found")
+        return result
+
+    def refresh_stats(self) -> dict[str, Any]:
+        """ANALYZE the queen tables: {analyzedTables, durationMs}."""
+        return dict(self.db.json("admin_refresh_stats"))
 
     def namespaces(self) -> list[dict[str, Any]]:
         return list(self.db.json("admin_namespace_list", {"by_task": False}))

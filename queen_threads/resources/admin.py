@@ -1,12 +1,13 @@
 """Routes for administration and dashboards (DLQ, messages, consumer groups, traces,
-resource listings). Each route family lives in its own module; they register here. Their
-shared parameter parsing is in `queen_threads/http/params.py`."""
+resource listings, clearing a queue, refreshing statistics). Each route family lives in its
+own module; they register here. Their shared parameter parsing is in
+`queen_threads/http/params.py`."""
 
 from __future__ import annotations
 
 import falcon
 
-from queen_threads.resources import consumer_groups, dlq, listings, messages, traces
+from queen_threads.resources import clear, consumer_groups, dlq, listings, messages, stats, traces
 from queen_threads.runtime import Runtime
 
 
@@ -29,14 +30,17 @@ def register(app: falcon.App, runtime: Runtime, api: str) -> None:
         ("/consumer-groups/{group}/queues/{queue}", consumer_groups.GroupQueue(store)),
         ("/consumer-groups/{group}/queues/{queue}/seek", seek),
         ("/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", seek),
+        ("/stats/refresh", stats.StatsRefresh(store, body_limit)),
         ("/traces", traces.Traces(store, body_limit)),
         ("/traces/names", traces.TraceNames(store)),
         ("/traces/by-name/{name}", traces.TracesByName(store)),
         ("/traces/{partitionId}/{transactionId}", traces.MessageTraces(store)),
         ("/resources/queues", listings.Queues(store)),
         ("/resources/queues/{queue}", listings.Queue(store, runtime)),
+        ("/resources/partitions", listings.Partitions(store)),
         ("/resources/namespaces", listings.Namespaces(store)),
         ("/resources/tasks", listings.Tasks(store)),
+        ("/queues/{queue}/clear", clear.ClearQueue(store)),
     ]
     for path, resource in routes:
         app.add_route(f"{api}{path}", resource)

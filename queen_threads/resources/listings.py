@@ -2,6 +2,7 @@
 
 GET    /api/v1/resources/queues
 GET    /api/v1/resources/queues/{queue}     (and DELETE: the queue and everything in it)
+GET    /api/v1/resources/partitions?queue=&namespace=&task=&limit=100&offset=0
 GET    /api/v1/resources/namespaces
 GET    /api/v1/resources/tasks
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.http.params import name_param, page
 from queen_threads.http.request import media
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
@@ -37,6 +39,23 @@ class Queue:
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         existed = self.runtime.store.delete_queue(v.name(queue, "Queue"))
         media(resp, {"deleted": True, "queue": queue, "existed": existed})
+
+
+class Partitions:
+    """Partitions with their queue, message counts, DLQ rows and consumer groups (lag);
+    an unknown queue, namespace or task is an empty page (as GET /dlq)."""
+
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        limit, offset = page(req, 100)
+        media(resp, self.store.partitions(
+            queue=name_param(req, "queue", "Queue"),
+            namespace=name_param(req, "namespace", "Namespace"),
+            task=name_param(req, "task", "Task"),
+            limit=limit, offset=offset,
+        ))  # fmt: skip
 
 
 class Namespaces:

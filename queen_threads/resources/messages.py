@@ -1,6 +1,6 @@
 """Messages: listing, detail, delete, requeue from the DLQ, move to the DLQ.
 
-GET    /api/v1/messages?queue=&partition=&from=&to=&limit=200&offset=0
+GET    /api/v1/messages?queue=&partition=&ns=&task=&status=&from=&to=&limit=200&offset=0
 GET    /api/v1/messages/{partitionId}/{transactionId}
 DELETE /api/v1/messages/{partitionId}/{transactionId}
 POST   /api/v1/messages/{partitionId}/{transactionId}/retry   body {consumerGroup?} or empty
@@ -12,14 +12,32 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.errors import NotFound
+from queen_threads.errors import NotFound, ValidationError
 from queen_threads.http.params import message_key, name_param, page, time_range
-from queen_threads.http.request import json_object, media
+from queen_threads.http.request import json_object, media, str_param
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
 
 DEFAULT_LIMIT = 200
 MANUAL_DLQ_ERROR = "Moved to the dead-letter queue by an administrator"
+# Queue mode's view of a message, as queen._message_states (80_admin.sql) names it.
+STATUSES = ("pending", "processing", "completed", "dead_letter")
+
+
+def namespace_filter(req: falcon.Request) -> str | None:
+    """`ns` (the original server's name for it) or `namespace` (the other routes' name)."""
+    ns = name_param(req, "ns", "Namespace")
+    namespace = name_param(req, "namespace", "Namespace")
+    if ns is not None and namespace is not None and ns != namespace:
+        raise ValidationError("ns and namespace name different namespaces: send one of them")
+    return ns if ns is not None else namespace
+
+
+def status_filter(req: falcon.Request) -> str | None:
+    status = str_param(req, "status")
+    if status is not None and status not in STATUSES:
+        raise ValidationError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+    return status
 
 
 class MessageList:
@@ -32,6 +50,9 @@ class MessageList:
         media(resp, self.store.messages(
             queue=name_param(req, "queue", "Queue"),
             partition=name_param(req, "partition", "Partition"),
+            namespace=namespace_filter(req),
+            task=name_param(req, "task", "Task"),
+            status=status_filter(req),
             from_ts=start, to_ts=end, limit=limit, offset=offset,
         ))  # fmt: skip
 

@@ -1,17 +1,28 @@
 """POST /api/v1/push: a batch of items, committed atomically; 201 with per-item results.
 
 Each stored message's producerSub is the `sub` of the request's verified token (NULL with
-auth off); a `producerSub` in the body is ignored either way.
+auth off); a `producerSub` in the body is ignored either way. Items a full queue refused
+(`reason: queue_full`) make the answer carry `Retry-After` (queue/capacity.py); the
+status stays 201 because the official client reads the per-item results only from a 2xx.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
+from queen_threads.queue import capacity
 from queen_threads.runtime import Runtime
+
+
+def retry_after_when_full(resp: falcon.Response, results: list[dict[str, Any]]) -> None:
+    """Tell a producer that a queue refused items for size when it may try again."""
+    if capacity.any_refused_for_size(results):
+        resp.set_header("Retry-After", str(capacity.RETRY_AFTER_S))
 
 
 class Push:
@@ -24,4 +35,5 @@ class Push:
         sub = producer_sub(req)
         items = [v.push_item(item, sub) for item in raw]
         results = self.runtime.queues.push(items) if items else []
+        retry_after_when_full(resp, results)
         media(resp, results, 201)

@@ -1,5 +1,7 @@
 """POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction (pushed
-messages are stamped with the token's `sub` as producerSub, as on /push)."""
+messages are stamped with the token's `sub` as producerSub, as on /push). A transaction
+rolled back because a push item found its queue full answers 409 with `Retry-After`, as
+a push does."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
+from queen_threads.resources.push import retry_after_when_full
 from queen_threads.runtime import Runtime
 
 
@@ -38,4 +41,5 @@ class Transaction:
             raise v.ValidationError("operations array cannot be empty")
         sub = producer_sub(req)
         result = self.runtime.queues.transaction([operation(op, sub) for op in raw])
+        retry_after_when_full(resp, result.get("results") or [])
         media(resp, result, 200 if result.get("success") else 409)

@@ -6,7 +6,10 @@
 --        The HTTP push sets producerSub from the caller's verified token, never from the body.
 -- Output: array in input order of
 --   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
---    partition_id, trace_id, queueName, error (only when failed)}
+--    partition_id, trace_id, queueName, error and reason (only when failed)}
+-- reason is machine-readable: queue_full (the queue's maxSize would be exceeded: every
+-- item of that queue in the call is refused, nothing of it stored), queue_required,
+-- encryption_key_missing, not_stored.
 -- An item for a queue with encryption_enabled that arrives without isEncrypted (the server
 -- that sent it has no QUEEN_ENCRYPTION_KEY) is not stored: it comes back failed, so that
 -- plain text never lands in an encrypted queue.
@@ -145,7 +148,14 @@ BEGIN
                    WHEN f.qid IS NOT NULL THEN
                        format('Queue %s would exceed its maximum size of %s messages', mp.qn, f.maxsz)
                    ELSE 'Message could not be stored'
-               END AS error
+               END AS error,
+               CASE
+                   WHEN ins.id IS NOT NULL OR x.id IS NOT NULL THEN NULL
+                   WHEN mp.qn IS NULL OR mp.qn = '' THEN 'queue_required'
+                   WHEN mp.plain_in_enc THEN 'encryption_key_missing'
+                   WHEN f.qid IS NOT NULL THEN 'queue_full'
+                   ELSE 'not_stored'
+               END AS reason
           FROM mapped mp
           LEFT JOIN ins ON ins.partition_id = mp.pid AND ins.transaction_id = mp.txn
           LEFT JOIN existing x ON x.partition_id = mp.pid AND x.transaction_id = mp.txn
@@ -161,7 +171,8 @@ BEGIN
                    'partition_id', r.pid,
                    'trace_id', r.trace_id,
                    'queueName', r.qn)
-               || CASE WHEN r.error IS NOT NULL THEN jsonb_build_object('error', r.error)
+               || CASE WHEN r.error IS NOT NULL
+                       THEN jsonb_build_object('error', r.error, 'reason', r.reason)
                        ELSE '{}'::jsonb END
                ORDER BY r.idx),
            jsonb_agg(DISTINCT jsonb_build_object(

@@ -5,7 +5,8 @@
 -- Input:  {operations:[{type:"push", items:[...push items...]}
 --                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}]}
 -- Output: {success, error|null, results:[
---            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId, queueName}
+--            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId,
+--             queueName, error and reason (as push: queue_full...) when it failed}
 --          | {index, type:"ack", success, status, transactionId, error, dlq}]}
 -- Transaction acks are not lease-checked and 'failed' goes straight to the dead-letter queue.
 CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
@@ -56,7 +57,9 @@ BEGIN
                         'messageId', v_item -> 'message_id',
                         'partitionId', v_item -> 'partition_id',
                         'queueName', v_item -> 'queueName')
-                        || CASE WHEN v_item ? 'error' THEN jsonb_build_object('error', v_item -> 'error')
+                        || CASE WHEN v_item ? 'error'
+                                THEN jsonb_build_object('error', v_item -> 'error',
+                                                        'reason', v_item -> 'reason')
                                 ELSE '{}'::jsonb END);
                     IF v_item ->> 'status' NOT IN ('queued', 'duplicate') THEN
                         RAISE EXCEPTION 'operation %: push of % failed: %', v_idx,

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from uuid import uuid4
 
 import psycopg2.extensions
 import pytest
@@ -24,7 +25,6 @@ from queen_threads.buffer import (
     database_tag,
     encode_record,
 )
-from queen_threads.buffer import commit as commit_mod
 from queen_threads.buffer import replay as replay_mod
 from queen_threads.db import Database, PoolConfig
 from queen_threads.queue.store import QueueStore
@@ -214,11 +214,12 @@ def test_replaying_twice_inserts_once(
 
 
 def test_a_rejected_file_goes_to_failed_and_is_retried_not_dropped(
-    make_buffer: Make, database: Database, store: QueueStore, monkeypatch: pytest.MonkeyPatch
+    make_buffer: Make, database: Database
 ) -> None:
-    store.configure({"queue": "capped", "options": {"maxSize": 2}})
     fb = make_buffer()
-    fb.buffer(items(*[("P", n) for n in range(3)], queue="capped"), "test")
+    bad = items(("P", 1), ("P", 2), ("P", 3))
+    bad[1]["payload"] = {"n": 2, "text": "nul \u0000 byte"}  # PostgreSQL's jsonb refuses it
+    fb.buffer(bad, "test")
     fb.writer.close()
     assert fb.lock.try_acquire()
     fb.replay_once()
@@ -226,17 +227,63 @@ def test_a_rejected_file_goes_to_failed_and_is_retried_not_dropped(
     (failed,) = buffer_files(fb, "failed")
     status = fb.status()
     assert status["failed"] == 3 and status["pending"] == 0
-    assert "maximum size" in status["files"][0]["error"]
-    assert len(stored(database, "capped")) == 0  # the over-capacity batch stored nothing
+    assert "unsupported Unicode escape" in status["files"][0]["error"]
+    assert status["files"][0]["attempts"] == 1
+    assert stored(database) == [("P", 1)]  # the events before the culprit went in
     fb.replay_once()  # not due yet: stays in failed/
-    assert failed.exists()
-    store.configure({"queue": "capped", "options": {"maxSize": 100}})
-    monkeypatch.setattr(commit_mod, "FAILED_RETRY_S", 0.0)
+    assert fb.status()["files"][0]["attempts"] == 1
     fb.committer.failed[failed.name].next_try = 0.0
+    fb.replay_once()  # retried, refused again, kept: never dropped
+    assert failed.exists() and fb.status()["files"][0]["attempts"] == 2
+    assert stored(database) == [("P", 1)]
+
+
+def consume_all(store: QueueStore, queue: str) -> int:
+    """Pop (auto-acknowledged) everything queue mode can see: room for a capped queue."""
+    request = {"idx": 0, "queue": queue, "batch": 100, "autoAck": True, "leaseId": str(uuid4())}
+    return len(store.pop([request])[0]["messages"])
+
+
+def test_a_full_queue_holds_its_events_back_in_order_and_drops_none(
+    make_buffer: Make, database: Database, store: QueueStore
+) -> None:
+    """Batches of 4 into a queue of maxSize 3: what fits goes in one by one, in order; the
+    file stays in the main folder (not failed/) and so do later files reaching that queue."""
+    store.configure({"queue": "capped", "options": {"maxSize": 3}})
+    fb = make_buffer()
+    fb.buffer(items(*[("P", n) for n in range(6)], queue="capped") + items(("P", 100)), "test")
+    fb.writer.close()
+    fb.buffer(items(("P", 6), queue="capped") + items(("P", 101)), "test")
+    fb.writer.close()
+    assert fb.lock.try_acquire()
+
+    def released() -> None:  # the hold expires (QUEUE_FULL_HOLD_S later)
+        fb.committer.full = {q: (0.0, e) for q, (_, e) in fb.committer.full.items()}
+
     fb.replay_once()
-    assert not failed.exists()
     assert stored(database, "capped") == [("P", 0), ("P", 1), ("P", 2)]
-    assert fb.status()["failed"] == 0
+    assert stored(database) == []  # later events of the stopped files wait with them
+    assert len(buffer_files(fb)) == 2 and not (fb.directory / "failed").exists()
+    status = fb.status()
+    assert list(status["queuesFull"]) == ["capped"] and status["failed"] == 0
+    assert status["pending"] == 6
+    fb.replay_once()  # held: nothing tried, nothing lost
+    assert len(stored(database, "capped")) == 3 and fb.status()["pending"] == 6
+
+    assert consume_all(store, "capped") == 3
+    released()
+    fb.replay_once()
+    assert stored(database, "capped") == [("P", n) for n in range(6)]
+    assert stored(database) == [("P", 100), ("P", 101)]
+    assert fb.status()["pending"] == 2  # capped 6 (full again) and fb 101 (committed, its
+    #                                     file stopped before it: replayed as a duplicate)
+    assert consume_all(store, "capped") == 3
+    released()
+    status = drain(fb)
+    assert stored(database, "capped") == [("P", n) for n in range(7)]
+    assert stored(database) == [("P", 100), ("P", 101)]
+    assert buffer_files(fb) == [] and not (fb.directory / "failed").exists()
+    assert status["queuesFull"] == {} and fb.committer.duplicates == 1
 
 
 def test_push_buffers_while_the_database_is_unreachable_and_files_wait(

@@ -1,0 +1,117 @@
+"""Which query parameters each route takes: the one table, and the middleware that applies it.
+
+A parameter a route does not know is answered 400 `Unknown query parameter: <name>` before
+the responder runs, so a misspelt filter (`?queu=orders`) can never pass for "no filter"
+and a parameter a route cannot apply is never silently ignored. Every (method, route
+template) the app serves has a row, as in `http/access.py`; `tests/unit/test_query_params.py`
+walks falcon's router and fails on a route without a row or a row without a route.
+
+A row lists what the responder reads (its parsing lives in `http/params.py`,
+`http/request.py` and the resource) and every parameter the official client sends to it.
+Two are accepted without changing the answer, because the client sends them and the
+route has nothing to apply them to (docs/api.md): `namespace`/`task` on the two queue pop
+routes (the queue already fixes them) and `partitions` on the one-partition pop route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from queen_threads.errors import UnknownQueryParameter
+
+API = "/api/v1"
+NONE: frozenset[str] = frozenset()
+PAGE = frozenset({"limit", "offset"})
+TIME_RANGE = frozenset({"from", "to"})
+POP = frozenset({
+    "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
+    "subscriptionMode", "subscriptionFrom", "namespace", "task",
+})  # fmt: skip
+GROUP_DELETE = frozenset({"deleteMetadata"})
+
+PARAMS: dict[str, dict[str, frozenset[str]]] = {
+    # operations
+    "/health": {"GET": NONE},
+    "/metrics": {"GET": NONE},
+    "/metrics/prometheus": {"GET": NONE},
+    # producing and consuming
+    f"{API}/configure": {"POST": NONE},
+    f"{API}/push": {"POST": NONE},
+    f"{API}/pop": {"GET": POP},
+    f"{API}/pop/queue/{{queue}}": {"GET": POP},
+    f"{API}/pop/queue/{{queue}}/partition/{{partition}}": {"GET": POP},
+    f"{API}/ack": {"POST": NONE},
+    f"{API}/ack/batch": {"POST": NONE},
+    f"{API}/transaction": {"POST": NONE},
+    f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # messages and dead letters
+    f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup"}},
+    f"{API}/dlq/requeue": {"POST": NONE},
+    f"{API}/messages": {
+        "GET": PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}
+    },
+    f"{API}/messages/{{partitionId}}/{{transactionId}}": {"GET": NONE, "DELETE": NONE},
+    f"{API}/messages/{{partitionId}}/{{transactionId}}/retry": {"POST": NONE},
+    f"{API}/messages/{{partitionId}}/{{transactionId}}/dlq": {"POST": NONE},
+    # consumer groups
+    f"{API}/consumer-groups": {"GET": NONE},
+    f"{API}/consumer-groups/lagging": {"GET": frozenset({"minLagSeconds"})},
+    f"{API}/consumer-groups/{{group}}": {"GET": NONE, "DELETE": GROUP_DELETE},
+    f"{API}/consumer-groups/{{group}}/subscription": {"POST": NONE},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}": {"DELETE": GROUP_DELETE},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}/seek": {"POST": NONE},
+    f"{API}/consumer-groups/{{group}}/queues/{{queue}}/partitions/{{partition}}/seek": {
+        "POST": NONE
+    },
+    f"{API}/stats/refresh": {"POST": NONE},
+    # traces
+    f"{API}/traces": {"POST": NONE},
+    f"{API}/traces/names": {"GET": PAGE},
+    f"{API}/traces/by-name/{{name}}": {"GET": PAGE},
+    f"{API}/traces/{{partitionId}}/{{transactionId}}": {"GET": NONE},
+    # resources and status
+    f"{API}/resources/overview": {"GET": NONE},
+    f"{API}/resources/queues": {"GET": NONE},
+    f"{API}/resources/queues/{{queue}}": {"GET": NONE, "DELETE": NONE},
+    f"{API}/resources/partitions": {"GET": PAGE | {"queue", "namespace", "task"}},
+    f"{API}/resources/namespaces": {"GET": NONE},
+    f"{API}/resources/tasks": {"GET": NONE},
+    f"{API}/queues/{{queue}}/clear": {"DELETE": frozenset({"partition"})},
+    f"{API}/status": {"GET": TIME_RANGE | {"queue", "namespace", "task"}},
+    f"{API}/status/queues": {"GET": PAGE | TIME_RANGE | {"namespace", "task"}},
+    f"{API}/status/queues/{{queue}}": {"GET": TIME_RANGE},
+    f"{API}/status/buffers": {"GET": NONE},
+    # system
+    f"{API}/system/maintenance": {"GET": NONE, "POST": NONE},
+    f"{API}/system/maintenance/pop": {"GET": NONE, "POST": NONE},
+    # between instances
+    "/internal/api/notify": {"POST": NONE},
+}
+
+
+def allowed(method: str, template: str, resource: Any) -> frozenset[str] | None:
+    """The parameters `method` on `template` takes. None for a method its resource does not
+    serve (falcon answers 405); a responder missing from the table (which the unit test
+    forbids) takes none."""
+    known = PARAMS.get(template, {}).get(method)
+    if known is not None:
+        return known
+    return NONE if hasattr(resource, f"on_{method.lower()}") else None
+
+
+class StrictQueryParams:
+    """Refuses, before the responder runs, a query parameter the route does not take."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
+    ) -> None:
+        if resource is None or not req.params:
+            return
+        known = allowed(req.method, req.uri_template or "", resource)
+        if known is None:
+            return
+        unknown = sorted(name for name in req.params if name not in known)
+        if unknown:
+            raise UnknownQueryParameter(unknown, known)
