@@ -18,6 +18,8 @@ DEFAULT_PARTITION = "Default"
 NAME_RE = re.compile(r"^[A-Za-z0-9._:@=\-]{1,255}$")
 NAME_RULE = "1-255 characters: letters, digits and . _ - : @ ="
 ACK_STATUSES = ("completed", "success", "failed", "dlq", "retry")
+RETRY_STRATEGIES = ("fixed", "exponential", "linear")
+MAX_ERROR_TYPE = 255
 SUBSCRIPTION_MODES = ("", "all", "from_beginning", "new", "new-only")
 MAX_TRANSACTION_ID = 255
 
@@ -41,6 +43,12 @@ def optional_str(value: Any, what: str, max_len: int = 10_000) -> str | None:
         raise ValidationError(f"{what} must be a string")
     if len(value) > max_len:
         raise ValidationError(f"{what} is too long (max {max_len} characters)")
+    return value
+
+
+def optional_bool(value: Any, what: str) -> bool | None:
+    if value is not None and not isinstance(value, bool):
+        raise ValidationError(f"{what} must be a boolean")
     return value
 
 
@@ -113,6 +121,8 @@ def ack_item(item: Any, group: str | None = None) -> dict[str, Any]:
         "partitionId": uuid_str(pid, "partitionId"),
         "status": status,
         "error": optional_str(item.get("error"), "error"),
+        "errorType": optional_str(item.get("errorType"), "errorType", MAX_ERROR_TYPE),
+        "retryable": optional_bool(item.get("retryable"), "retryable"),
         "consumerGroup": optional_name(
             group if group is not None else item.get("consumerGroup"), "Consumer group", QUEUE_MODE
         ),
@@ -130,8 +140,8 @@ def subscription(mode: str | None, start: str | None) -> tuple[str | None, str |
     return mode, start
 
 
-INT_OPTIONS = ("leaseTime", "maxSize", "ttl", "retryLimit", "retryDelay", "priority",
-               "delayedProcessing", "windowBuffer", "retentionSeconds",
+INT_OPTIONS = ("leaseTime", "maxSize", "ttl", "retryLimit", "retryDelay", "retryDelayMax",
+               "priority", "delayedProcessing", "windowBuffer", "retentionSeconds",
                "completedRetentionSeconds", "maxWaitTimeSeconds")  # fmt: skip
 BOOL_OPTIONS = ("deadLetterQueue", "dlqAfterMaxRetries", "retentionEnabled", "encryptionEnabled")
 MAX_OPTION = 2**31 - 1
@@ -145,6 +155,28 @@ def _int_option(key: str, value: Any) -> int:
     if not 0 <= value <= MAX_OPTION:
         raise ValidationError(f"options.{key} must be between 0 and {MAX_OPTION}")
     return int(value)
+
+
+def _retry_options(options: dict[str, Any]) -> dict[str, Any]:
+    """retryStrategy (a name) and retryJitter (a share of the delay, 0..1): the retry
+    policy options that are not integers (docs/retries.md)."""
+    clean: dict[str, Any] = {}
+    strategy = options.get("retryStrategy")
+    if strategy is not None:
+        if strategy not in RETRY_STRATEGIES:
+            raise ValidationError(
+                f"options.retryStrategy must be one of {', '.join(RETRY_STRATEGIES)}, "
+                f"got {strategy!r}"
+            )
+        clean["retryStrategy"] = strategy
+    jitter = options.get("retryJitter")
+    if jitter is not None:
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float):
+            raise ValidationError("options.retryJitter must be a number between 0 and 1")
+        if not 0 <= jitter <= 1:  # NaN fails this too
+            raise ValidationError(f"options.retryJitter must be between 0 and 1, got {jitter}")
+        clean["retryJitter"] = jitter
+    return clean
 
 
 ENCRYPTION_KEY_REQUIRED = (
@@ -176,6 +208,7 @@ def configure_body(body: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(options[key], bool):
                 raise ValidationError(f"options.{key} must be a boolean")
             clean[key] = options[key]
+    clean.update(_retry_options(options))
     ns, task = body.get("namespace"), body.get("task")
     return {
         "queue": name(body["queue"], "Queue"),

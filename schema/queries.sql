@@ -76,7 +76,7 @@ SELECT count(*) > 0 FROM gone;
 -- filters (from/to bound failed_at).
 WITH f AS (
     SELECT d.id AS dlq_id, d.consumer_group, d.error_message, d.retry_count, d.failed_at,
-           m.id AS mid, m.transaction_id, m.partition_id, m.payload, m.trace_id,
+           d.error_type, d.attempts, m.id AS mid, m.transaction_id, m.partition_id, m.payload, m.trace_id,
            m.producer_sub, m.is_encrypted, m.created_at, p.name AS pname, q.name AS qname
       FROM queen.dead_letter_queue d
       JOIN queen.messages m ON m.id = d.message_id
@@ -102,6 +102,8 @@ SELECT jsonb_build_object(
                           'consumerGroup', pg.consumer_group,
                           'errorMessage', pg.error_message,
                           'retryCount', pg.retry_count,
+                          'errorType', pg.error_type,
+                          'attempts', pg.attempts,
                           'data', pg.payload,
                           'traceId', pg.trace_id,
                           'producerSub', pg.producer_sub,
@@ -173,7 +175,8 @@ SELECT jsonb_build_object(
            'pagination', jsonb_build_object('limit', %(limit)s, 'offset', %(offset)s))::text;
 
 -- name: admin_message_detail
--- One message with its payload and its state in every consumer group; no row when missing.
+-- One message with its payload and its state in every consumer group, failed attempts
+-- included (docs/retries.md); no row when missing.
 SELECT jsonb_build_object(
            'id', m.id::text,
            'transactionId', m.transaction_id,
@@ -197,7 +200,13 @@ SELECT jsonb_build_object(
                           'deadLettered', s.dead_lettered,
                           'errorMessage', s.error_message,
                           'retryCount', s.retry_count,
-                          'failedAt', queen._iso_ms(s.failed_at))
+                          'failedAt', queen._iso_ms(s.failed_at),
+                          'attempt', s.attempt,
+                          'lastDelayMs', s.last_delay_ms,
+                          'nextAttemptAt', queen._iso_ms(s.next_attempt_at),
+                          'lastError', s.last_error,
+                          'errorType', s.error_type,
+                          'attempts', s.attempts)
                         ORDER BY s.consumer_group)
                  FROM queen._message_states(m.id, m.partition_id, m.created_at) s), '[]'::jsonb)
        )::text

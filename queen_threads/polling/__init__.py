@@ -8,6 +8,7 @@ and posts the answer back. :class:`LongPollService` wraps that flow for the HTTP
 
 from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock, ManualClock
+from .delayed import DelayedWakeups
 from .errors import PollingError, RegistryClosed, RegistryFull
 from .intention import QUEUE_MODE, GroupKey, GroupSelector, PollIntention
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
@@ -25,6 +26,7 @@ __all__ = [
     "BackoffPolicy",
     "BackoffState",
     "Clock",
+    "DelayedWakeups",
     "GroupKey",
     "GroupSelector",
     "LeaseReleaser",

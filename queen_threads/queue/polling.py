@@ -10,6 +10,7 @@ from typing import Any
 
 from queen_threads.polling import (
     BackoffPolicy,
+    DelayedWakeups,
     LongPollService,
     PollIntention,
     PollIntentionRegistry,
@@ -56,14 +57,17 @@ class PollingService:
         self.longpoll = LongPollService(
             self.registry, self.pool, self.responses, self.popper, check_every_s=10.0
         )
+        self.delayed = DelayedWakeups(lambda event: self._notify(event, "retry"))
         self._stopped = threading.Event()
 
     def start(self) -> None:
         self.pool.start()
+        self.delayed.start()
 
     def stop(self, timeout: float = 1.0) -> bool:
         self._stopped.set()
-        return self.pool.stop(timeout)
+        delayed_stopped = self.delayed.stop(timeout)
+        return self.pool.stop(timeout) and delayed_stopped
 
     def intention(self, request: PopRequest, timeout_ms: int, request_id: str) -> PollIntention:
         now = time.monotonic()
@@ -84,7 +88,20 @@ class PollingService:
         return self.longpoll.wait_for(intention, is_disconnected, watch)
 
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
-        """A push or a freed lease somewhere: wake the groups that may now get messages."""
+        """A push or a freed lease somewhere: wake the groups that may now get messages.
+
+        A freed lease whose message waits for a retry (``delayMs``, sent by the ack's
+        NOTIFY) wakes them when the wait is over: woken now, they would find nothing.
+        """
+        delay_ms = event.get("delayMs")
+        if isinstance(delay_ms, int | float) and not isinstance(delay_ms, bool) and delay_ms > 0:
+            self.delayed.schedule(
+                delay_ms / 1000.0, {k: v for k, v in event.items() if k != "delayMs"}
+            )
+            return
+        self._notify(event, source)
+
+    def _notify(self, event: dict[str, Any], source: str) -> None:
         queue = event.get("queue")
         if not isinstance(queue, str):
             return
@@ -99,5 +116,5 @@ class PollingService:
         )
 
     def stats(self) -> dict[str, object]:
-        """The pool's counters."""
-        return self.pool.stats()
+        """The pool's counters and the delayed (retry) wake-ups."""
+        return {**self.pool.stats(), "delayedWakeups": self.delayed.stats()}

@@ -68,8 +68,13 @@ class QueueService:
         return results
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Acknowledge; a freed partition wakes its long polls at once, unless a retry now
+        waits on it (``retryDelayMs``): the ack's NOTIFY carries that wait to every
+        process, which wakes them when it is over (docs/retries.md)."""
         results = self.store.ack(acks)
         for ack, result in zip(acks, results, strict=False):
+            if result.get("retryDelayMs"):
+                continue
             if result.get("leaseReleased") and result.get("queueName"):
                 self._announce(
                     {

@@ -186,12 +186,13 @@ BEGIN
     IF p_pc.retry_message_id = ANY (v_prefix) THEN
         p_pc.retry_message_id := NULL;
         p_pc.retry_count := 0;
+        p_pc.retry_history := NULL;
     END IF;
     RETURN p_pc;
 END;
 $$;
 
--- A queue's 15 options as the API shows them (configure reply, queue detail, status).
+-- A queue's 18 options as the API shows them (configure reply, queue detail, status).
 CREATE OR REPLACE FUNCTION queen._queue_options(q queen.queues) RETURNS jsonb
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
     SELECT jsonb_build_object(
@@ -199,6 +200,9 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         'leaseTime', q.lease_time,
         'retryLimit', q.retry_limit,
         'retryDelay', q.retry_delay,
+        'retryStrategy', q.retry_strategy,
+        'retryDelayMax', q.retry_delay_max,
+        'retryJitter', q.retry_jitter::numeric,
         'maxSize', q.max_queue_size,
         'ttl', q.ttl,
         'deadLetterQueue', q.dead_letter_queue,

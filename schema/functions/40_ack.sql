@@ -1,8 +1,67 @@
 -- ACK. queen._ack_items is the shared implementation (plain acks and transaction acks);
--- queen.ack_messages_v2 is the entry point the server calls.
+-- queen.ack_messages_v2 is the entry point the server calls; queen.retry_delay_ms is the
+-- retry schedule a failed ack applies (docs/retries.md).
+
+-- How long (ms) a message waits after its p_attempt-th failed attempt (1 = its first
+-- delivery failed) before it may be delivered again. Pure, so that the schedule can be
+-- checked with fixed p_rand values:
+--   fixed        p_base_ms
+--   exponential  p_base_ms x 2^(p_attempt - 1)  } capped by p_max_ms (a cap below
+--   linear       p_base_ms x p_attempt          } p_base_ms itself is raised to p_base_ms)
+-- plus a jitter extra of floor(delay x p_jitter x p_rand), p_rand in [0, 1]: never earlier
+-- than the schedule, at most p_jitter of it later. The cap applies before the jitter, so
+-- that consumers that all reached the cap still spread out. Out-of-range inputs are
+-- clamped (attempt >= 1, jitter and rand to [0, 1]); 2^n is never computed beyond the cap,
+-- and the result is clamped to int4.
+CREATE OR REPLACE FUNCTION queen.retry_delay_ms(
+    p_strategy text, p_base_ms integer, p_max_ms integer, p_jitter real,
+    p_attempt integer, p_rand double precision
+) RETURNS integer
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(d.ms + floor(d.ms * j.share * j.r), 2147483647)::integer
+      FROM (SELECT greatest(coalesce(p_base_ms, 0), 0)::bigint AS base,
+                   greatest(coalesce(p_max_ms, 0), coalesce(p_base_ms, 0), 0)::bigint AS cap,
+                   greatest(coalesce(p_attempt, 1), 1)::bigint AS n) a
+     CROSS JOIN LATERAL (
+            SELECT CASE lower(coalesce(p_strategy, 'fixed'))
+                       WHEN 'exponential' THEN
+                           CASE WHEN a.base = 0 THEN 0
+                                WHEN a.n > 32 THEN a.cap  -- base x 2^32 > any int4 cap
+                                ELSE least(a.base << (a.n - 1)::integer, a.cap) END
+                       WHEN 'linear' THEN least(a.base * a.n, a.cap)
+                       ELSE a.base
+                   END AS ms) d
+     CROSS JOIN (SELECT least(greatest(coalesce(p_jitter, 0), 0), 1)::numeric AS share,
+                        least(greatest(coalesce(p_rand, 0), 0), 1)::numeric AS r) j
+$$;
+
+-- One failed attempt as the retry history, the dead-letter row and the traces keep it.
+CREATE OR REPLACE FUNCTION queen._failed_attempt(
+    p_attempt integer, p_at timestamptz, p_error text, p_error_type text,
+    p_delay_ms integer, p_available_at timestamptz
+) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT jsonb_build_object('attempt', p_attempt, 'failedAt', queen._iso_ms(p_at),
+                              'error', p_error, 'errorType', p_error_type)
+           || CASE WHEN p_delay_ms IS NULL THEN '{}'::jsonb
+                   ELSE jsonb_build_object('delayMs', p_delay_ms,
+                                           'availableAt', queen._iso_ms(p_available_at)) END
+$$;
+
+-- A trace row of the failure path (retry_scheduled, dead_lettered), shown by
+-- GET /api/v1/traces/{partitionId}/{transactionId} with the consumers' own traces.
+CREATE OR REPLACE FUNCTION queen._trace_failure(
+    p_mid bigint, p_pid uuid, p_txn text, p_group text, p_event text, p_data jsonb
+) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO queen.message_traces
+           (message_id, partition_id, transaction_id, consumer_group, event_type, data)
+    VALUES (p_mid, p_pid, p_txn, p_group, p_event, p_data)
+$$;
 
 -- Writes a partition_consumers row held in a variable (after moving its cursor over the
--- done prefix) and announces a freed lease.
+-- done prefix) and announces a freed lease; a freed lease whose retry waits carries the
+-- wait (delayMs), so that listeners wake their long polls when it is over, not now.
 CREATE OR REPLACE FUNCTION queen._pc_store(
     p_pc queen.partition_consumers, p_notify boolean,
     p_queue text, p_partition text, p_namespace text, p_task text
@@ -21,24 +80,36 @@ BEGIN
            retry_message_id = p_pc.retry_message_id,
            retry_count = p_pc.retry_count,
            retry_available_at = p_pc.retry_available_at,
+           retry_history = p_pc.retry_history,
            total_messages_consumed = p_pc.total_messages_consumed,
            total_batches_consumed = p_pc.total_batches_consumed,
            last_consumed_at = p_pc.last_consumed_at
      WHERE partition_id = p_pc.partition_id AND consumer_group = p_pc.consumer_group;
     IF p_notify THEN
-        PERFORM pg_notify('queen_wakeup', jsonb_build_object(
+        PERFORM pg_notify('queen_wakeup', (jsonb_build_object(
             'kind', 'free', 'queue', p_queue, 'partition', p_partition,
-            'consumerGroup', p_pc.consumer_group, 'namespace', p_namespace, 'task', p_task)::text);
+            'consumerGroup', p_pc.consumer_group, 'namespace', p_namespace, 'task', p_task)
+            || CASE WHEN p_pc.retry_available_at > now()
+                    THEN jsonb_build_object('delayMs', ceil(extract(epoch FROM
+                             p_pc.retry_available_at - now()) * 1000)::bigint)
+                    ELSE '{}'::jsonb END)::text);
     END IF;
 END;
 $$;
 
--- p_acks: array of {transactionId, partitionId, status, error, consumerGroup, leaseId}.
+-- p_acks: array of {transactionId, partitionId, status, error, errorType, retryable,
+--         consumerGroup, leaseId}.
 -- p_tx:   transaction mode: no lease check, 'failed' goes straight to the DLQ.
+-- A 'failed' item is retryable unless it says retryable:false, or errorType 'validation'
+-- without retryable:true; a non-retryable one goes to the DLQ at once. A retryable one
+-- waits queen.retry_delay_ms (the queue's policy) before its next delivery, until
+-- retryLimit. Every failed attempt is kept (partition_consumers.retry_history, then the DLQ
+-- row's attempts) and traced (retry_scheduled / dead_lettered); successes pay for none of it.
 -- Items are processed per (partition, group) in (created_at, id) order; the result array is
 -- in input order: {index, transactionId, success, error, status, queueName, partitionName,
--- leaseReleased, dlq}. status: completed | failed_retry | failed_dlq | retry | already_acked
--- (null when success is false).
+-- leaseReleased, dlq} (+ {retryDelayMs, nextAttemptAt} when a retry was scheduled).
+-- status: completed | failed_retry | failed_dlq | retry | already_acked (null when success
+-- is false).
 CREATE OR REPLACE FUNCTION queen._ack_items(p_acks jsonb, p_tx boolean)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -68,21 +139,27 @@ DECLARE
     v_dlq       boolean;
     v_rc        integer;
     v_start     timestamptz;
+    v_hist      jsonb;     -- failed attempts of this message so far (retry_history)
+    v_delay     integer;   -- retry wait scheduled by this item, ms
+    v_retryable boolean;
+    v_reason    text;
 BEGIN
     IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' OR jsonb_array_length(p_acks) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;
 
     FOR r IN
-        SELECT i.idx, i.txn, i.pid, i.status, i.err, i.grp, i.lease_txt,
+        SELECT i.idx, i.txn, i.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
                m.id AS mid, m.created_at AS mts,
                p.name AS pname, q.name AS qname, q.namespace AS ns, q.task AS tk,
-               q.retry_limit, q.retry_delay
+               q.retry_limit, q.retry_delay, q.retry_strategy, q.retry_delay_max, q.retry_jitter
           FROM (SELECT (o.n - 1)::integer AS idx,
                        e ->> 'transactionId' AS txn,
                        queen._try_uuid(e ->> 'partitionId') AS pid,
                        lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
                        e ->> 'error' AS err,
+                       nullif(e ->> 'errorType', '') AS etype,
+                       queen._jbool(e -> 'retryable', NULL) AS retryable,
                        coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
                        nullif(e ->> 'leaseId', '') AS lease_txt
                   FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
@@ -125,6 +202,7 @@ BEGIN
         v_status := NULL;
         v_released := false;
         v_dlq := false;
+        v_delay := NULL;
 
         <<item>>
         BEGIN
@@ -219,23 +297,48 @@ BEGIN
 
             v_dirty := true;
             v_rc := CASE WHEN v_pc.retry_message_id = r.mid THEN v_pc.retry_count ELSE 0 END;
+            v_retryable := coalesce(r.retryable, lower(btrim(r.etype)) IS DISTINCT FROM 'validation');
+            v_reason := CASE WHEN r.status = 'dlq' THEN 'dlq'
+                             WHEN r.status <> 'failed' THEN NULL
+                             WHEN p_tx THEN 'transaction'
+                             WHEN NOT v_retryable THEN 'non_retryable'
+                             WHEN v_rc >= r.retry_limit THEN 'retries_exhausted' END;
+            IF r.status IN ('failed', 'dlq') THEN
+                v_hist := CASE WHEN v_pc.retry_message_id = r.mid
+                               THEN coalesce(v_pc.retry_history, '[]'::jsonb) ELSE '[]'::jsonb END;
+                IF jsonb_array_length(v_hist) >= 100 THEN  -- keeps the last 100 attempts
+                    v_hist := v_hist - 0;
+                END IF;
+            END IF;
 
             IF r.status IN ('completed', 'success') THEN
                 v_acked := v_acked || r.mid;
                 v_status := 'completed';
-            ELSIF r.status = 'dlq' OR (r.status = 'failed' AND (p_tx OR v_rc >= r.retry_limit)) THEN
+            ELSIF v_reason IS NOT NULL THEN
+                v_hist := v_hist || jsonb_build_array(
+                    queen._failed_attempt(v_rc + 1, v_now, r.err, r.etype, NULL, NULL));
                 INSERT INTO queen.dead_letter_queue
                        (message_id, partition_id, consumer_group, error_message, retry_count,
-                        original_created_at)
-                VALUES (r.mid, r.pid, r.grp, coalesce(r.err, 'Retries exhausted'), v_rc, r.mts)
+                        original_created_at, error_type, attempts)
+                VALUES (r.mid, r.pid, r.grp,
+                        coalesce(r.err, CASE WHEN v_reason = 'non_retryable'
+                                             THEN 'Non-retryable failure'
+                                             ELSE 'Retries exhausted' END),
+                        v_rc, r.mts, r.etype, v_hist)
                 ON CONFLICT ON CONSTRAINT dead_letter_queue_message_group_unique DO UPDATE
                    SET error_message = EXCLUDED.error_message,
                        retry_count = EXCLUDED.retry_count,
+                       error_type = EXCLUDED.error_type,
+                       attempts = EXCLUDED.attempts,
                        failed_at = now();
+                PERFORM queen._trace_failure(r.mid, r.pid, r.txn, r.grp, 'dead_lettered',
+                    jsonb_build_object('attempt', v_rc + 1, 'retryCount', v_rc, 'reason', v_reason,
+                                       'error', r.err, 'errorType', r.etype));
                 v_acked := v_acked || r.mid;
                 IF v_pc.retry_message_id = r.mid THEN
                     v_pc.retry_message_id := NULL;
                     v_pc.retry_count := 0;
+                    v_pc.retry_history := NULL;
                 END IF;
                 v_status := 'failed_dlq';
                 v_dlq := true;
@@ -247,10 +350,22 @@ BEGIN
                 v_pc := queen._pc_apply_prefix(v_pc);
                 v_rel_batch := v_pc.batch_ids;
                 IF r.status = 'failed' THEN
+                    v_delay := queen.retry_delay_ms(r.retry_strategy, r.retry_delay,
+                                                    r.retry_delay_max, r.retry_jitter,
+                                                    v_rc + 1, random());
                     v_pc.retry_message_id := r.mid;
                     v_pc.retry_count := v_rc + 1;
-                    v_pc.retry_available_at := CASE WHEN r.retry_delay > 0
-                        THEN v_now + r.retry_delay * interval '1 millisecond' END;
+                    v_pc.retry_available_at := CASE WHEN v_delay > 0
+                        THEN v_now + v_delay * interval '1 millisecond' END;
+                    v_pc.retry_history := v_hist || jsonb_build_array(queen._failed_attempt(
+                        v_rc + 1, v_now, r.err, r.etype, v_delay,
+                        coalesce(v_pc.retry_available_at, v_now)));
+                    PERFORM queen._trace_failure(r.mid, r.pid, r.txn, r.grp, 'retry_scheduled',
+                        jsonb_build_object('attempt', v_rc + 1, 'delayMs', v_delay,
+                                           'availableAt', queen._iso_ms(
+                                               coalesce(v_pc.retry_available_at, v_now)),
+                                           'error', r.err, 'errorType', r.etype,
+                                           'strategy', r.retry_strategy));
                     v_status := 'failed_retry';
                 ELSE
                     v_status := 'retry';
@@ -287,7 +402,7 @@ BEGIN
             END IF;
         END item;
 
-        v_out := v_out || jsonb_build_object(
+        v_out := v_out || (jsonb_build_object(
             'index', r.idx,
             'transactionId', r.txn,
             'success', v_success,
@@ -296,7 +411,11 @@ BEGIN
             'queueName', r.qname,
             'partitionName', r.pname,
             'leaseReleased', v_released,
-            'dlq', v_dlq);
+            'dlq', v_dlq)
+            || CASE WHEN v_delay IS NULL THEN '{}'::jsonb
+                    ELSE jsonb_build_object('retryDelayMs', v_delay, 'nextAttemptAt',
+                                            queen._iso_ms(v_now + v_delay * interval '1 millisecond'))
+               END);
     END LOOP;
 
     IF v_loaded AND v_dirty THEN

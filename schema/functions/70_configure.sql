@@ -1,12 +1,13 @@
 -- CONFIGURE: upsert of a queue with every option (omitted options go back to their
 -- defaults), and make sure its "Default" partition exists.
 -- Input:  {queue, namespace|null, task|null, options:{leaseTime, maxSize, ttl, retryLimit,
---          retryDelay, deadLetterQueue, dlqAfterMaxRetries, priority, delayedProcessing,
---          windowBuffer, retentionSeconds, completedRetentionSeconds, retentionEnabled,
---          encryptionEnabled, maxWaitTimeSeconds}}
+--          retryDelay, retryStrategy, retryDelayMax, retryJitter, deadLetterQueue,
+--          dlqAfterMaxRetries, priority, delayedProcessing, windowBuffer, retentionSeconds,
+--          completedRetentionSeconds, retentionEnabled, encryptionEnabled, maxWaitTimeSeconds}}
+-- (the HTTP layer rejects bad values with a 400; here they fall back to the defaults).
 -- namespace/task: a string is stored as given; null/missing derives them from a dotted name
 -- like push does ("ns.task" -> "ns", "task").
--- Output: {configured:true, queueId, partitionId, queue, namespace, task, options:{all 15}}
+-- Output: {configured:true, queueId, partitionId, queue, namespace, task, options:{all 18}}
 --         or {configured:false, error} when the queue name is missing.
 CREATE OR REPLACE FUNCTION queen.configure_queue_v1(p jsonb)
 RETURNS jsonb
@@ -32,7 +33,8 @@ BEGIN
            (name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl,
             max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing,
             window_buffer, retention_seconds, completed_retention_seconds, retention_enabled,
-            encryption_enabled, max_wait_time_seconds)
+            encryption_enabled, max_wait_time_seconds, retry_strategy, retry_delay_max,
+            retry_jitter)
     VALUES (v_name, v_ns, v_task,
             coalesce(queen._jint(v_opt -> 'priority', 0), 0),
             coalesce(queen._jint(v_opt -> 'leaseTime', 300), 300),
@@ -48,7 +50,13 @@ BEGIN
             coalesce(queen._jint(v_opt -> 'completedRetentionSeconds', 0), 0),
             coalesce(queen._jbool(v_opt -> 'retentionEnabled', false), false),
             coalesce(queen._jbool(v_opt -> 'encryptionEnabled', false), false),
-            coalesce(queen._jint(v_opt -> 'maxWaitTimeSeconds', 0), 0))
+            coalesce(queen._jint(v_opt -> 'maxWaitTimeSeconds', 0), 0),
+            CASE WHEN v_opt ->> 'retryStrategy' IN ('fixed', 'exponential', 'linear')
+                 THEN v_opt ->> 'retryStrategy' ELSE 'fixed' END,
+            greatest(coalesce(queen._jint(v_opt -> 'retryDelayMax', 3600000), 3600000), 0),
+            CASE WHEN jsonb_typeof(v_opt -> 'retryJitter') = 'number'
+                 THEN least(greatest((v_opt ->> 'retryJitter')::numeric, 0), 1)::real
+                 ELSE 0.1 END)
     ON CONFLICT (name) DO UPDATE
        SET namespace = EXCLUDED.namespace,
            task = EXCLUDED.task,
@@ -67,6 +75,9 @@ BEGIN
            retention_enabled = EXCLUDED.retention_enabled,
            encryption_enabled = EXCLUDED.encryption_enabled,
            max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
+           retry_strategy = EXCLUDED.retry_strategy,
+           retry_delay_max = EXCLUDED.retry_delay_max,
+           retry_jitter = EXCLUDED.retry_jitter,
            updated_at = now()
     RETURNING t.* INTO q;
 

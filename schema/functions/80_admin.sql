@@ -259,7 +259,13 @@ $$;
 
 -- Where one message stands for every consumer group that has a cursor on its partition or
 -- dead-lettered it. status: dead_letter | completed | processing | pending.
-CREATE OR REPLACE FUNCTION queen._message_states(p_mid bigint, p_pid uuid, p_created timestamptz)
+-- Failed attempts (docs/retries.md) come from the DLQ row, else from the group's retry
+-- history while this message is the one being retried: attempts (oldest first), attempt =
+-- the number of the last failed attempt (0: none), last_delay_ms = the last wait scheduled,
+-- next_attempt_at = when a scheduled retry may be delivered (NULL once it was, or when none
+-- waits), last_error / error_type = those of the last failed attempt.
+DROP FUNCTION IF EXISTS queen._message_states(bigint, uuid, timestamptz);
+CREATE FUNCTION queen._message_states(p_mid bigint, p_pid uuid, p_created timestamptz)
 RETURNS TABLE (
     consumer_group   text,
     status           text,
@@ -269,7 +275,13 @@ RETURNS TABLE (
     dead_lettered    boolean,
     error_message    text,
     retry_count      integer,
-    failed_at        timestamptz
+    failed_at        timestamptz,
+    attempt          integer,
+    last_delay_ms    integer,
+    next_attempt_at  timestamptz,
+    last_error       text,
+    error_type       text,
+    attempts         jsonb
 )
 LANGUAGE sql STABLE AS $$
     SELECT g.grp,
@@ -284,7 +296,15 @@ LANGUAGE sql STABLE AS $$
            d.error_message,
            coalesce(d.retry_count,
                     CASE WHEN pc.retry_message_id = p_mid THEN pc.retry_count ELSE 0 END),
-           d.failed_at
+           d.failed_at,
+           coalesce((h.a -> -1 ->> 'attempt')::integer, 0),
+           (SELECT (e ->> 'delayMs')::integer
+              FROM jsonb_array_elements(h.a) WITH ORDINALITY AS x(e, n)
+             WHERE e ? 'delayMs' ORDER BY x.n DESC LIMIT 1),
+           CASE WHEN d.id IS NULL AND pc.retry_message_id = p_mid THEN pc.retry_available_at END,
+           h.a -> -1 ->> 'error',
+           coalesce(d.error_type, h.a -> -1 ->> 'errorType'),
+           h.a
       FROM (SELECT pc0.consumer_group AS grp FROM queen.partition_consumers pc0
              WHERE pc0.partition_id = p_pid
             UNION
@@ -301,6 +321,11 @@ LANGUAGE sql STABLE AS $$
                                                        pc.last_consumed_id)
                                 OR p_mid = ANY (coalesce(pc.acked_ids, '{}'))) AS consumed) c
            ) s
+     CROSS JOIN LATERAL (
+            SELECT coalesce(CASE WHEN d.id IS NOT NULL THEN d.attempts
+                                 WHEN pc.retry_message_id = p_mid THEN pc.retry_history END,
+                            '[]'::jsonb) AS a
+           ) h
 $$;
 
 DROP FUNCTION IF EXISTS queen._partition_stats(uuid);

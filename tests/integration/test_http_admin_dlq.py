@@ -14,7 +14,8 @@ KEY = "ab" * 32
 ISO_MS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 DLQ_FIELDS = {
     "id", "transactionId", "partitionId", "queue", "partition", "consumerGroup", "errorMessage",
-    "retryCount", "data", "traceId", "producerSub", "createdAt", "failedAt",
+    "retryCount", "data", "traceId", "producerSub", "createdAt", "failedAt", "errorType",
+    "attempts",
 }  # fmt: skip
 
 

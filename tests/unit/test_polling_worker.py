@@ -227,7 +227,13 @@ def test_wake_counts_sources(h: Harness) -> None:
     h.worker.wake("push")
     h.worker.wake("peer")
     h.worker.wake("peer")
-    assert h.worker.counters.wakeups == {"register": 1, "push": 1, "notify": 0, "peer": 2}
+    assert h.worker.counters.wakeups == {
+        "register": 1,
+        "push": 1,
+        "notify": 0,
+        "peer": 2,
+        "retry": 0,
+    }
 
 
 def test_many_due_groups_share_one_pop_call_for_their_heads(h: Harness) -> None:
