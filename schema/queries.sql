@@ -2,6 +2,15 @@
 -- Liveness probe of the database.
 SELECT 1;
 
+-- name: transaction_timeouts
+-- The pool's timeouts (statement, lock, idle in transaction; ms) for the current
+-- transaction only: behind a transaction pooler every pooled statement is sent after
+-- this one in the same query string (one implicit transaction, one round trip), so the
+-- settings end with it and never stay on a server connection other clients share.
+SELECT set_config('statement_timeout', %s::text, true),
+       set_config('lock_timeout', %s::text, true),
+       set_config('idle_in_transaction_session_timeout', %s::text, true);
+
 -- name: advisory_lock
 -- Serialise migrations across workers and instances.
 SELECT pg_advisory_lock(%s);
