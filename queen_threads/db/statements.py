@@ -6,8 +6,8 @@ HTTP request costs one round trip. `transaction()` gives an explicit BEGIN/COMMI
 Behind a transaction pooler (`PoolConfig.transaction_pooled`) the pool's timeouts cannot
 be session settings, so each statement travels after the `transaction_timeouts`
 statement in one query string: PostgreSQL runs a multi-statement query string as one
-implicit transaction, so `set_config(..., true)` covers the statement and ends with it,
-still in one round trip (an explicit transaction runs it as its first statement).
+implicit transaction, so its `SET LOCAL`s cover the statement and end with it, still in
+one round trip (an explicit transaction sends them with its first statement).
 """
 
 from __future__ import annotations
