@@ -159,9 +159,14 @@ def test_the_pool_goes_through_pgbouncer_and_the_listeners_go_direct(
 
     (pool,) = [p for p in bouncer.show("POOLS") if p["database"] == dbname]
     assert pool["pool_mode"] == "transaction"
-    clients = pool_clients(bouncer, dbname)
+
+    def of_both_workers() -> list[dict[str, Any]] | None:
+        """Each worker process reads its maintenance flags every second, so both show up."""
+        clients = pool_clients(bouncer, dbname)
+        return clients if len({c["application_name"] for c in clients}) == 2 else None
+
+    clients = wait_until("pooled clients of both worker processes", of_both_workers)
     servers = server_pids(bouncer, dbname)
-    assert len({c["application_name"] for c in clients}) == 2, "both worker processes"
     assert len(clients) > POOL_SIZE >= len(servers), (clients, servers)
     # Seen from PostgreSQL: every pooled backend is one of PgBouncer's server connections.
     assert backends(direct, r"application_name ~ '^queen-threads:\d+$'") <= servers
