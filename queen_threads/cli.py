@@ -66,7 +66,8 @@ def keep_starting(embedded: EmbeddedPostgres, stopping: threading.Event) -> None
 
 
 def migrate_before_serving(dsn: str, connect_timeout_s: int) -> None:
-    """One attempt, so that a reachable database is up to date before the first request.
+    """One attempt, so that a reachable database is up to date before the first request
+    (`dsn`: the direct one; migrations hold a session advisory lock).
     An unreachable one does not hold the server back: every worker keeps trying in the
     background (runtime.py); pushes are buffered and pops answer 503 meanwhile."""
     try:
@@ -80,7 +81,7 @@ def migrate_before_serving(dsn: str, connect_timeout_s: int) -> None:
 def cmd_migrate(settings: Settings) -> int:
     dsn, embedded = resolve_database(settings)
     try:
-        applied = migrate.migrate(dsn)
+        applied = migrate.migrate(settings.direct_dsn(dsn))
         log.info("schema up to date (%d files applied)", len(applied))
     finally:
         if embedded is not None and embedded.started_here:
@@ -92,7 +93,9 @@ def cmd_serve(settings: Settings) -> int:
     stopping = threading.Event()
     dsn, embedded = database_to_serve(settings, stopping)
     try:
-        migrate_before_serving(dsn, max(1, settings.db_connection_timeout_ms // 1000))
+        migrate_before_serving(
+            settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
+        )
         env = dict(os.environ, DATABASE_URL=dsn)
         cmd = [
             sys.executable,

@@ -3,7 +3,9 @@
 Versioned migrations (`schema/migrations/NNNN_*.sql`) run once each; stored-function files
 (`schema/functions/*.sql`) are re-applied whenever their content changes. Everything runs
 under one advisory lock, so workers and instances starting together take turns, and each
-file is applied in its own transaction together with its bookkeeping row.
+file is applied in its own transaction together with its bookkeeping row. The lock is a
+session lock, so the DSN must be the direct database (`DATABASE_DIRECT_URL`, else the
+pool's), never a transaction pooler.
 """
 
 from __future__ import annotations

@@ -56,15 +56,23 @@ def pool_config(settings: Settings, dsn: str) -> PoolConfig:
         lock_timeout_ms=settings.db_lock_timeout_ms,
         idle_in_transaction_timeout_ms=settings.db_idle_timeout_ms,
         application_name=f"queen-threads:{os.getpid()}",
+        transaction_pooled=settings.transaction_pooled,
     )
 
 
 class Runtime:
-    """The per-process object graph handed to `create_app`."""
+    """The per-process object graph handed to `create_app`.
 
-    def __init__(self, settings: Settings, dsn: str) -> None:
+    `dsn` is the pool's database (perhaps through a transaction pooler); `direct_dsn`
+    (default: `settings.direct_dsn(dsn)`) the same database for whatever needs a session
+    of its own: the LISTEN connection, the background services' advisory locks and
+    migrations. The failover buffer tags its files with the direct one too: it names the
+    database, whichever way the pool reaches it."""
+
+    def __init__(self, settings: Settings, dsn: str, direct_dsn: str | None = None) -> None:
         self.settings = settings
         self.dsn = dsn
+        self.direct_dsn = direct_dsn or settings.direct_dsn(dsn)
         self.version = __version__
         self.worker_id = os.getpid()
         # Metered subclasses: they feed /metrics and /metrics/prometheus (metrics/).
@@ -99,7 +107,9 @@ class Runtime:
             closed=settings.jwt_enabled,
         )
         self.queues.sinks.append(self.peers)
-        self.listener = WakeupListener(dsn, self.polling.on_event, self._wake_everything)
+        self.listener = WakeupListener(
+            self.direct_dsn, self.polling.on_event, self._wake_everything
+        )
         self.schema_ready = threading.Event()
         self._schema_retry = threading.Event()  # try the migration now, not after the backoff
         self.schema_error: str | None = None  # why the last migration attempt failed
@@ -108,7 +118,7 @@ class Runtime:
         self.maintenance = Maintenance(self.db)
         self.buffer = FileBuffer(
             settings,
-            dsn,
+            self.direct_dsn,
             self.store,
             self.maintenance,
             on_replayed=self.queues.announce_pushed,
@@ -118,7 +128,7 @@ class Runtime:
         self.queues.failover = self.buffer.push
         self.operations = RetentionServices(
             settings,
-            dsn,
+            self.direct_dsn,
             owner=f"{socket.gethostname()}:{settings.port}:{self.worker_id}",
             ready=self.schema_ready,
             observer=observe_service,
@@ -159,7 +169,7 @@ class Runtime:
         timeout_s = self.db.pool.config.connect_timeout_s
         while not self._stopping.is_set():
             try:
-                migrate.migrate(self.dsn, timeout_s)
+                migrate.migrate(self.direct_dsn, timeout_s)
                 if self.schema_error is not None:
                     log.warning("schema ready; the database answers again")
                 self.schema_ready.set()

@@ -20,6 +20,7 @@ Parser = Callable[[str], Any]
 
 LOG_LEVELS = ("trace", "debug", "info", "warn", "warning", "error")
 SUBSCRIPTION_MODES = ("", "all", "from_beginning", "new", "new-only")
+POOLERS = ("auto", "none", "transaction")
 
 
 def _int(minimum: int | None = None, maximum: int | None = None) -> Parser:
@@ -202,6 +203,21 @@ class Settings:
     database_url: str = env(
         "DATABASE_URL", "", _str, "libpq URL of the database; overrides the PG_* variables."
     )
+    database_direct_url: str = env(
+        "DATABASE_DIRECT_URL",
+        "",
+        _str,
+        "libpq URL of the same database, not through a pooler: LISTEN, background "
+        "services, migrations (unset: the pool's database).",
+    )
+    database_pooler: str = env(
+        "DATABASE_POOLER",
+        "auto",
+        _choice(*POOLERS),
+        "transaction: the pool's URL is a transaction pooler (timeouts per transaction, "
+        "no startup options); none: it is PostgreSQL; auto: transaction when "
+        "DATABASE_DIRECT_URL is set.",
+    )
     pg_host: str = env(
         "PG_HOST", "", _str, "PostgreSQL host. Unset (with no DATABASE_URL): embedded."
     )
@@ -220,13 +236,22 @@ class Settings:
         "DB_CONNECTION_TIMEOUT", 2000, _int(1000), "Connect timeout, ms."
     )
     db_statement_timeout_ms: int = env(
-        "DB_STATEMENT_TIMEOUT", 30000, _int(0), "Per-connection statement_timeout, ms."
+        "DB_STATEMENT_TIMEOUT",
+        30000,
+        _int(0),
+        "statement_timeout of the pool's connections (per transaction behind a pooler), ms.",
     )
     db_lock_timeout_ms: int = env(
-        "DB_LOCK_TIMEOUT", 10000, _int(0), "Per-connection lock_timeout, ms."
+        "DB_LOCK_TIMEOUT",
+        10000,
+        _int(0),
+        "lock_timeout of the pool's connections (per transaction behind a pooler), ms.",
     )
     db_idle_timeout_ms: int = env(
-        "DB_IDLE_TIMEOUT", 30000, _int(0), "idle_in_transaction_session_timeout, ms."
+        "DB_IDLE_TIMEOUT",
+        30000,
+        _int(0),
+        "idle_in_transaction_session_timeout of the pool's connections, ms.",
     )
     db_pool_acquisition_timeout_ms: int = env(
         "DB_POOL_ACQUISITION_TIMEOUT",
@@ -290,7 +315,7 @@ class Settings:
         "QUEEN_LISTEN_NOTIFY",
         True,
         _bool,
-        "Wake long polls through PostgreSQL LISTEN/NOTIFY (off e.g. behind a pooler).",
+        "Wake long polls through PostgreSQL LISTEN/NOTIFY (on the DATABASE_DIRECT_URL).",
     )
     peers: tuple[str, ...] = env(
         "QUEEN_PEERS", (), _csv, "Comma list of peer base URLs notified over HTTP on push/ack."
@@ -441,6 +466,20 @@ class Settings:
             f"@{self.pg_host}:{self.pg_port}/{quote(self.pg_db, safe='')}?sslmode={ssl}"
         )
 
+    def direct_dsn(self, pool_dsn: str) -> str:
+        """The DSN of the connections that need a session of their own (LISTEN, session
+        advisory locks, session settings): DATABASE_DIRECT_URL, else the pool's own
+        `pool_dsn` (the configured or the embedded database)."""
+        return self.database_direct_url or pool_dsn
+
+    @property
+    def transaction_pooled(self) -> bool:
+        """The pool's DSN leads to a transaction pooler (PgBouncer pool_mode=transaction):
+        its connections must leave no session state behind and send no startup options."""
+        if self.database_pooler == "auto":
+            return bool(self.database_direct_url)
+        return self.database_pooler == "transaction"
+
     def workers_pool_size(self) -> int:
         """Pool size of one worker process: the instance budget shared out across workers."""
         return max(2, self.db_pool_size // self.num_workers)
@@ -474,4 +513,19 @@ def load_settings(
     settings = Settings(**values)
     if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
         raise ConfigError("SSL_CERTFILE and SSL_KEYFILE must be set together (or neither)")
+    _check_direct_database(settings)
     return settings
+
+
+def _check_direct_database(settings: Settings) -> None:
+    """A direct URL only makes sense beside a configured pool URL; a transaction pooler
+    without one would run LISTEN and session advisory locks through the pooler, where
+    they silently break (a lock stays on a pooled server connection, LISTEN hears
+    nothing)."""
+    if settings.database_direct_url and settings.uses_embedded_database:
+        raise ConfigError("DATABASE_DIRECT_URL needs DATABASE_URL or PG_HOST (the pool's database)")
+    if settings.database_pooler == "transaction" and not settings.database_direct_url:
+        raise ConfigError(
+            "DATABASE_POOLER=transaction needs DATABASE_DIRECT_URL: LISTEN, the background "
+            "services' advisory locks and migrations need a session of their own"
+        )

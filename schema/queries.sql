@@ -2,6 +2,17 @@
 -- Liveness probe of the database.
 SELECT 1;
 
+-- name: transaction_timeouts
+-- The pool's timeouts (statement, lock, idle in transaction; ms) for the current
+-- transaction only: behind a transaction pooler every pooled statement is sent after
+-- this one in the same query string (one implicit transaction, one round trip), so the
+-- settings end with it and never stay on a server connection other clients share.
+-- Integers written in by queen_threads/db/statements.py (SET takes no bind parameters);
+-- SET LOCAL costs the server about 5 us, a SELECT of set_config() calls about 25 us.
+SET LOCAL statement_timeout = %s;
+SET LOCAL lock_timeout = %s;
+SET LOCAL idle_in_transaction_session_timeout = %s;
+
 -- name: advisory_lock
 -- Serialise migrations across workers and instances.
 SELECT pg_advisory_lock(%s);

@@ -7,6 +7,11 @@ winner reads when the job last started (`queen.service_runs`, database clock) an
 only when a whole interval has passed, so the job keeps one cadence however many processes
 and instances there are and however often they restart. The lock is released (and the
 connection closed) at the end of the run; a crashed process loses it with its connection.
+
+That connection goes to the direct database (`DATABASE_DIRECT_URL`, else the pool's):
+through a transaction pooler the lock would stay on a pooled server connection after the
+statement, held by no one and released by no one, and the session settings of
+`ops_session_setup` would leak to whichever client gets that connection next.
 """
 
 from __future__ import annotations

@@ -46,6 +46,11 @@ class PoolConfig:
     lock_timeout_ms: int = 10000
     idle_in_transaction_timeout_ms: int = 30000
     application_name: str = "queen-threads"
+    # The DSN leads to a transaction pooler (PgBouncer pool_mode=transaction): the
+    # timeouts cannot travel as startup options (refused, or ignored) nor as session
+    # settings (they would stay on a server connection other clients share), so every
+    # transaction sets them for itself (statements.py).
+    transaction_pooled: bool = False
 
 
 def connection_kwargs(

@@ -73,16 +73,16 @@ class Pool:
 
     def _open(self) -> Connection:
         cfg = self.config
-        options = (
-            f"-c statement_timeout={cfg.statement_timeout_ms} "
-            f"-c lock_timeout={cfg.lock_timeout_ms} "
-            f"-c idle_in_transaction_session_timeout={cfg.idle_in_transaction_timeout_ms}"
-        )
+        extra: dict[str, str] = {}
+        if not cfg.transaction_pooled:  # else: per transaction (statements.py)
+            extra["options"] = (
+                f"-c statement_timeout={cfg.statement_timeout_ms} "
+                f"-c lock_timeout={cfg.lock_timeout_ms} "
+                f"-c idle_in_transaction_session_timeout={cfg.idle_in_transaction_timeout_ms}"
+            )
         conn = psycopg2.connect(
             cfg.dsn,
-            **connection_kwargs(
-                cfg.dsn, cfg.connect_timeout_s, cfg.application_name, options=options
-            ),
+            **connection_kwargs(cfg.dsn, cfg.connect_timeout_s, cfg.application_name, **extra),
         )
         conn.autocommit = True
         return conn

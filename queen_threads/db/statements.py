@@ -2,12 +2,19 @@
 
 Connections are autocommit: every stored-function call is its own transaction, so one
 HTTP request costs one round trip. `transaction()` gives an explicit BEGIN/COMMIT block.
+
+Behind a transaction pooler (`PoolConfig.transaction_pooled`) the pool's timeouts cannot
+be session settings, so each statement travels after the `transaction_timeouts`
+statement in one query string: PostgreSQL runs a multi-statement query string as one
+implicit transaction, so its `SET LOCAL`s cover the statement and end with it, still in
+one round trip (an explicit transaction sends them with its first statement).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from typing import Any, Literal
 
 import orjson
@@ -29,15 +36,35 @@ from queen_threads.db.pool import Pool
 Fetch = Literal["rowcount", "row", "rows"]
 
 
-def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch) -> Any:
-    """Run the named statement `name` (schema/queries*.sql) on `cur` with bind parameters."""
-    cur.execute(queries.get(name), params)
+def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch, prefix: str = "") -> Any:
+    """Run the named statement `name` (schema/queries*.sql) on `cur` with bind parameters,
+    after `prefix` (parameterless SQL) in the same query string when given."""
+    cur.execute(_prefixed(prefix, name) if prefix else queries.get(name), params)
     if fetch == "rowcount":
         return int(cur.rowcount)
     if fetch == "row":
         row = cur.fetchone()
         return tuple(row) if row is not None else None
     return [tuple(r) for r in cur.fetchall()]
+
+
+@cache
+def _prefixed(prefix: str, name: str) -> str:
+    return f"{prefix};\n{queries.get(name)}"
+
+
+def transaction_timeouts(config: PoolConfig) -> str:
+    """`transaction_timeouts` with the pool's values written in: what every pooled
+    transaction runs first behind a transaction pooler ("" when the timeouts are the
+    connections' startup options). Integers only, so nothing needs quoting."""
+    if not config.transaction_pooled:
+        return ""
+    values = (
+        config.statement_timeout_ms,
+        config.lock_timeout_ms,
+        config.idle_in_transaction_timeout_ms,
+    )
+    return str(queries.get("transaction_timeouts") % tuple(int(v) for v in values))
 
 
 class Statements:
@@ -77,17 +104,20 @@ class Statements:
 
 class NamedCursor(Statements):
     """Named statements on one cursor: inside `Database.transaction()` (whose connection
-    handling translates driver errors), or on a dedicated connection (`translate=True`)."""
+    handling translates driver errors), or on a dedicated connection (`translate=True`).
+    `prefix` goes with the first statement only (the transaction's timeouts)."""
 
-    def __init__(self, cur: Cursor, translate: bool = False) -> None:
+    def __init__(self, cur: Cursor, translate: bool = False, prefix: str = "") -> None:
         self.cur = cur
         self._translate = translate
+        self._prefix = prefix
 
     def _run(self, name: str, params: Params, fetch: Fetch) -> Any:
+        prefix, self._prefix = self._prefix, ""
         if not self._translate:
-            return run_named(self.cur, name, params, fetch)
+            return run_named(self.cur, name, params, fetch, prefix)
         try:
-            return run_named(self.cur, name, params, fetch)
+            return run_named(self.cur, name, params, fetch, prefix)
         except psycopg2.Error as exc:
             raise translate(exc) from exc
 
@@ -97,6 +127,7 @@ class Database(Statements):
 
     def __init__(self, config: PoolConfig) -> None:
         self.pool = Pool(config)
+        self._prefix = transaction_timeouts(config)
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -125,7 +156,7 @@ class Database(Statements):
             conn.autocommit = False
             try:
                 with conn.cursor() as cur:
-                    yield NamedCursor(cur)
+                    yield NamedCursor(cur, prefix=self._prefix)
                 conn.commit()
             except BaseException:
                 if not conn.closed:
@@ -137,7 +168,7 @@ class Database(Statements):
 
     def _run(self, name: str, params: Params, fetch: Fetch) -> Any:
         with self.connection() as conn, conn.cursor() as cur:
-            return run_named(cur, name, params, fetch)
+            return run_named(cur, name, params, fetch, self._prefix)
 
     def ping(self) -> bool:
         try:

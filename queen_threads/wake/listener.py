@@ -6,6 +6,11 @@ The loop never ends before `stop()`: whatever fails (the connection, the LISTEN,
 the failure is logged and counted, and the listener connects again after a backoff that
 doubles from 0.2 s up to 5 s (back to 0.2 s once a connection has stayed up 10 s). A
 link that dies silently is found by the TCP keepalives every connection carries (db/connect.py).
+
+Its DSN is the direct database (`DATABASE_DIRECT_URL`, else the pool's): a LISTEN is
+session state, and through a transaction pooler it would register on some pooled server
+connection and hear nothing on this one. NOTIFY needs no session: the stored functions
+send it at commit from whatever connection the pool used.
 """
 
 from __future__ import annotations

@@ -76,3 +76,35 @@ def test_tls_needs_both_files_and_readable_ones(tmp_path: Path) -> None:
         )
     s = load_settings({"SSL_CERTFILE": str(cert), "SSL_KEYFILE": str(cert)}, dotenv_path=None)
     assert s.ssl_certfile == s.ssl_keyfile == str(cert)
+
+
+def test_without_a_direct_url_everything_uses_the_pool_database() -> None:
+    s = load_settings({"DATABASE_URL": "postgresql://x@pool/z"}, dotenv_path=None)
+    assert s.direct_dsn(s.dsn()) == "postgresql://x@pool/z"
+    assert not s.transaction_pooled
+
+
+def test_a_direct_url_serves_the_session_connections_and_means_a_transaction_pooler() -> None:
+    env = {"DATABASE_URL": "postgresql://x@bouncer/z", "DATABASE_DIRECT_URL": "postgresql://x@pg/z"}
+    s = load_settings(env, dotenv_path=None)
+    assert s.dsn() == "postgresql://x@bouncer/z"
+    assert s.direct_dsn(s.dsn()) == "postgresql://x@pg/z"
+    assert s.transaction_pooled
+    direct_only = load_settings({**env, "DATABASE_POOLER": "none"}, dotenv_path=None)
+    assert not direct_only.transaction_pooled
+
+
+def test_a_transaction_pooler_needs_a_direct_url() -> None:
+    with pytest.raises(ConfigError, match="DATABASE_POOLER=transaction needs DATABASE_DIRECT_URL"):
+        load_settings({"PG_HOST": "bouncer", "DATABASE_POOLER": "transaction"}, dotenv_path=None)
+    s = load_settings(
+        {"PG_HOST": "bouncer", "DATABASE_POOLER": "transaction",
+         "DATABASE_DIRECT_URL": "postgresql://x@pg/z"},
+        dotenv_path=None,
+    )  # fmt: skip
+    assert s.transaction_pooled
+
+
+def test_a_direct_url_without_a_pool_database_is_refused() -> None:
+    with pytest.raises(ConfigError, match="DATABASE_DIRECT_URL needs DATABASE_URL or PG_HOST"):
+        load_settings({"DATABASE_DIRECT_URL": "postgresql://x@pg/z"}, dotenv_path=None)
