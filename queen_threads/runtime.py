@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+from typing import Any
 
 from queen_threads import __version__, migrate
 from queen_threads.auth import Authenticator, build_verifier
@@ -38,6 +39,7 @@ from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
 from queen_threads.wake.listener import WakeupListener
+from queen_threads.wake.notifier import WakeNotifier
 from queen_threads.wake.peers import PeerService
 
 log = logging.getLogger("queen_threads.runtime")
@@ -107,9 +109,10 @@ class Runtime:
             closed=settings.jwt_enabled,
         )
         self.queues.sinks.append(self.peers)
-        self.listener = WakeupListener(
-            self.direct_dsn, self.polling.on_event, self._wake_everything
-        )
+        # Pushes and acks wake other processes after their commit (wake/notifier.py).
+        self.notifier = WakeNotifier(self.store.wake)
+        self.queues.sinks.append(self.notifier)
+        self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         self.schema_ready = threading.Event()
         self._schema_retry = threading.Event()  # try the migration now, not after the backoff
         self.schema_error: str | None = None  # why the last migration attempt failed
@@ -153,10 +156,16 @@ class Runtime:
         if self.settings.listen_notify:
             self.listener.start()
         self.peers.start()
+        self.notifier.start()
         self.maintenance.start()
         self.buffer.start()
         self.operations.start()
         self.instruments.start()
+
+    def _on_wakeup(self, event: dict[str, Any]) -> None:
+        """A NOTIFY from any process; this process's own were acted on when sent."""
+        if not self.notifier.is_own(event):
+            self.polling.on_event(event)
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
@@ -220,6 +229,7 @@ class Runtime:
             self.polling.stop(timeout=1.0)
             self.listener.stop()
             self.peers.stop()
+            self.notifier.stop()
             self.operations.stop()
             self.instruments.stop()
 

@@ -41,7 +41,9 @@ ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = n
 
 -- name: push_messages
 -- Push a batch of items (auto-creates queues/partitions, dedups, enforces maxSize).
-SELECT queen.push_messages_v2(%s::jsonb)::text;
+-- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py).
+SELECT queen.push_messages_v2(%s::jsonb)::text
+  FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
 
 -- name: encrypted_queues
 -- Which of these queues store encrypted payloads.
@@ -52,7 +54,13 @@ SELECT name FROM queen.queues WHERE encryption_enabled AND name = ANY(%s);
 SELECT queen.pop_unified_batch(%s::jsonb)::text;
 
 -- name: ack_messages
-SELECT queen.ack_messages_v2(%s::jsonb)::text;
+-- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py).
+SELECT queen.ack_messages_v2(%s::jsonb)::text
+  FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
+
+-- name: wake_batch
+-- This process's wake-ups for every other process, after its commits.
+SELECT queen.wake_batch_v1(%s::jsonb)::text;
 
 -- name: execute_transaction
 SELECT queen.execute_transaction_v2(%s::jsonb)::text;

@@ -68,22 +68,20 @@ class QueueService:
         return results
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Acknowledge; a freed partition wakes its long polls at once, unless a retry now
-        waits on it (``retryDelayMs``): the ack's NOTIFY carries that wait to every
-        process, which wakes them when it is over (docs/retries.md)."""
+        """Acknowledge; a freed partition wakes its long polls at once, or, when a retry
+        now waits on it (``retryDelayMs``), when that wait is over (docs/retries.md)."""
         results = self.store.ack(acks)
         for ack, result in zip(acks, results, strict=False):
-            if result.get("retryDelayMs"):
-                continue
             if result.get("leaseReleased") and result.get("queueName"):
-                self._announce(
-                    {
-                        "kind": "free",
-                        "queue": result["queueName"],
-                        "partition": result.get("partitionName"),
-                        "consumerGroup": ack["consumerGroup"],
-                    }
-                )
+                event = {
+                    "kind": "free",
+                    "queue": result["queueName"],
+                    "partition": result.get("partitionName"),
+                    "consumerGroup": ack["consumerGroup"],
+                }
+                if result.get("retryDelayMs"):
+                    event["delayMs"] = result["retryDelayMs"]
+                self._announce(event)
         return results
 
     def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:

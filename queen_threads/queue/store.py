@@ -67,6 +67,11 @@ class QueueStore:
                 self._encrypt(pushed)
         return dict(self.db.call("execute_transaction", {"operations": operations}))
 
+    def wake(self, batch: dict[str, Any]) -> int:
+        """NOTIFY other processes of wake-up events, after the commits that made them
+        (wake/notifier.py); {origin, events}. Returns how many were sent."""
+        return int(self.db.call("wake_batch", batch))
+
     def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
         return dict(self.db.call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))
 

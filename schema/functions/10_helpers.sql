@@ -215,3 +215,41 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
         'encryptionEnabled', q.encryption_enabled,
         'maxWaitTimeSeconds', q.max_wait_time_seconds)
 $$;
+
+-- Wake long polls everywhere: NOTIFY queen_wakeup (delivered at commit, dropped on
+-- rollback), unless the statement running this is one of the server's pushes or acks
+-- (queen.server_wakes = 'on', set for that transaction only): the server then wakes its
+-- own polls at once and every other process after the commit, through queen.wake_batch_v1
+-- (queen_threads/wake/notifier.py). A NOTIFY inside a data transaction holds PostgreSQL's
+-- notify-queue lock until that transaction's commit has been flushed to disk, so every
+-- notifying commit of the database would wait for the one before it.
+CREATE OR REPLACE FUNCTION queen._wake(p_event jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
+        PERFORM pg_notify('queen_wakeup', p_event::text);
+    END IF;
+END;
+$$;
+
+-- The server's wake-ups for other processes, sent after its commits: one notify-only
+-- transaction for all the events that piled up meanwhile. Nothing in it must survive a
+-- crash, so it commits without waiting for the WAL flush and holds the notify-queue lock
+-- only for a moment. Adds each queue's namespace and task (for namespace/task long polls)
+-- and the sender's origin (its own listener skips them: it woke its polls already).
+-- Input: {origin, events: [{kind, queue, partition, consumerGroup?, delayMs?}]}.
+CREATE OR REPLACE FUNCTION queen.wake_batch_v1(p jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT count(pg_notify('queen_wakeup', (
+               e || jsonb_build_object('namespace', q.namespace, 'task', q.task,
+                                       'origin', p -> 'origin'))::text))
+      INTO v_count
+      FROM jsonb_array_elements(coalesce(p -> 'events', '[]'::jsonb)) e
+      LEFT JOIN queen.queues q ON q.name = e ->> 'queue';
+    RETURN v_count;
+END;
+$$;

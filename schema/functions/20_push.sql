@@ -182,9 +182,9 @@ BEGIN
       INTO v_result, v_notify
       FROM res r;
 
-    -- 5. Wake long polls everywhere (delivered at commit, dropped on rollback).
+    -- 5. Wake long polls everywhere (see queen._wake).
     IF v_notify IS NOT NULL THEN
-        PERFORM pg_notify('queen_wakeup', n::text) FROM jsonb_array_elements(v_notify) n;
+        PERFORM queen._wake(n) FROM jsonb_array_elements(v_notify) n;
     END IF;
 
     RETURN coalesce(v_result, '[]'::jsonb);

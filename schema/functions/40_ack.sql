@@ -86,13 +86,13 @@ BEGIN
            last_consumed_at = p_pc.last_consumed_at
      WHERE partition_id = p_pc.partition_id AND consumer_group = p_pc.consumer_group;
     IF p_notify THEN
-        PERFORM pg_notify('queen_wakeup', (jsonb_build_object(
+        PERFORM queen._wake(jsonb_build_object(
             'kind', 'free', 'queue', p_queue, 'partition', p_partition,
             'consumerGroup', p_pc.consumer_group, 'namespace', p_namespace, 'task', p_task)
             || CASE WHEN p_pc.retry_available_at > now()
                     THEN jsonb_build_object('delayMs', ceil(extract(epoch FROM
                              p_pc.retry_available_at - now()) * 1000)::bigint)
-                    ELSE '{}'::jsonb END)::text);
+                    ELSE '{}'::jsonb END);
     END IF;
 END;
 $$;

@@ -23,10 +23,10 @@ BEGIN
                   q.namespace, q.task
     LOOP
         v_count := v_count + 1;
-        PERFORM pg_notify('queen_wakeup', jsonb_build_object(
+        PERFORM queen._wake(jsonb_build_object(
             'kind', 'free', 'queue', v_row.queue, 'partition', v_row.partition,
             'consumerGroup', v_row.consumer_group,
-            'namespace', v_row.namespace, 'task', v_row.task)::text);
+            'namespace', v_row.namespace, 'task', v_row.task));
     END LOOP;
     RETURN to_jsonb(v_count);
 END;

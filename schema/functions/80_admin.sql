@@ -135,9 +135,9 @@ BEGIN
     END LOOP;
     IF v_count > 0 THEN
         -- A seek backwards (or a dropped lease) can make messages available: wake pollers.
-        PERFORM pg_notify('queen_wakeup', jsonb_build_object(
+        PERFORM queen._wake(jsonb_build_object(
                     'kind', 'free', 'queue', v_q.name, 'partition', p.name,
-                    'consumerGroup', v_group, 'namespace', v_q.namespace, 'task', v_q.task)::text)
+                    'consumerGroup', v_group, 'namespace', v_q.namespace, 'task', v_q.task))
            FROM queen.partitions p
           WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part);
     END IF;
@@ -197,9 +197,9 @@ $$;
 CREATE OR REPLACE FUNCTION queen._dlq_requeue_wake(p_pid uuid)
 RETURNS void
 LANGUAGE sql AS $$
-    SELECT pg_notify('queen_wakeup', jsonb_build_object(
+    SELECT queen._wake(jsonb_build_object(
                'kind', 'push', 'queue', q.name, 'partition', p.name,
-               'namespace', q.namespace, 'task', q.task)::text)
+               'namespace', q.namespace, 'task', q.task))
       FROM queen.partitions p
       JOIN queen.queues q ON q.id = p.queue_id
      WHERE p.id = p_pid

@@ -142,9 +142,46 @@ def assert_push_wakes(sender: ServerProcess, receiver: ServerProcess, within_s: 
     assert waiter.answered_at - pushed_at < within_s
 
 
+# Poll workers that would find a message by themselves only after seconds: a prompt answer
+# can only come from a wake-up.
+SLOW_POLLING = {"POLL_DB_INTERVAL": "5000", "QUEUE_MAX_POLL_INTERVAL": "10000"}
+
+
 def test_push_on_instance_b_wakes_long_poll_on_instance_a(migrated_dsn: str) -> None:
-    with ServerProcess(migrated_dsn, workers=1) as a, ServerProcess(migrated_dsn, workers=1) as b:
+    """The push's wake-up reaches the other instance after the commit (NOTIFY sent by the
+    pusher's wake notifier, not from inside the push transaction)."""
+    with (
+        ServerProcess(migrated_dsn, workers=1, **SLOW_POLLING) as a,
+        ServerProcess(migrated_dsn, workers=1) as b,
+    ):
         assert_push_wakes(sender=b, receiver=a, within_s=1.0)  # LISTEN/NOTIFY
+
+
+def test_ack_on_instance_b_frees_the_partition_for_a_long_poll_on_instance_a(
+    migrated_dsn: str,
+) -> None:
+    """A freed lease wakes the other instance's waiters on that partition."""
+    q = qname()
+    with (
+        ServerProcess(migrated_dsn, workers=1, **SLOW_POLLING) as a,
+        ServerProcess(migrated_dsn, workers=1) as b,
+    ):
+        push(b.url, q, "first")
+        push(b.url, q, "second")
+        held = httpx.get(f"{b.url}/api/v1/pop/queue/{q}", params={"batch": "1"}, timeout=10)
+        [first] = held.json()["messages"]
+        waiter = Waiter(a.url, q, timeout_ms=15000)  # the partition is leased: it waits
+        waiter.start()
+        wait_registered(a.url, 1)
+        acked_at = time.monotonic()
+        ack = {"transactionId": first["transactionId"], "partitionId": first["partitionId"],
+               "leaseId": first["leaseId"], "status": "completed"}  # fmt: skip
+        r = httpx.post(f"{b.url}/api/v1/ack", json=ack, timeout=10)
+        assert r.status_code == 200 and r.json()[0]["leaseReleased"], r.text
+        waiter.join(15)
+        assert waiter.response is not None and waiter.response.status_code == 200
+        assert waiter.response.json()["messages"][0]["data"] == "second"
+        assert waiter.answered_at - acked_at < 1.0
 
 
 def raw_long_poll(port: int, path: str) -> socket.socket:

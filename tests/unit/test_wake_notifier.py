@@ -1,0 +1,90 @@
+"""WakeNotifier: wake-ups for other processes, coalesced and sent after the commits."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from queen_threads.wake.notifier import MAX_PENDING, WakeNotifier
+
+
+class GatedSend:
+    """Records each call; the first one blocks until released (a call in flight)."""
+
+    def __init__(self) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.fail = False
+
+    def __call__(self, batch: dict[str, Any]) -> int:
+        self.calls.append(batch)
+        self.entered.set()
+        self.release.wait(5)
+        if self.fail:
+            raise RuntimeError("database gone")
+        return len(batch["events"])
+
+
+def push(queue: str, partition: str = "P") -> dict[str, Any]:
+    return {"kind": "push", "queue": queue, "partition": partition}
+
+
+def test_events_made_during_a_call_go_together_in_the_next_and_duplicates_merge() -> None:
+    send = GatedSend()
+    notifier = WakeNotifier(send, origin="me")
+    notifier.start()
+    try:
+        notifier(push("a"))
+        assert send.entered.wait(5)
+        for _ in range(3):
+            notifier(push("b"))
+        notifier(push("c"))
+        notifier({"kind": "free", "queue": "b", "partition": "P", "consumerGroup": "g"})
+        send.release.set()
+    finally:
+        notifier.stop()
+    assert [c["events"] for c in send.calls] == [
+        [push("a")],
+        [push("b"), push("c"), {"kind": "free", "queue": "b", "partition": "P",
+                                "consumerGroup": "g"}],
+    ]  # fmt: skip
+    assert {c["origin"] for c in send.calls} == {"me"}
+    assert notifier.stats()["sent"] == 4
+
+
+def test_a_failed_call_is_counted_and_the_loop_goes_on() -> None:
+    send = GatedSend()
+    send.release.set()
+    send.fail = True
+    notifier = WakeNotifier(send)
+    notifier.flush([push("a"), push("b")])
+    assert notifier.stats()["failed"] == 2
+    send.fail = False
+    notifier.flush([push("c")])
+    assert notifier.stats()["sent"] == 1
+
+
+def test_stop_sends_what_is_pending() -> None:
+    send = GatedSend()
+    send.release.set()
+    notifier = WakeNotifier(send)
+    notifier(push("late"))
+    notifier.start()
+    notifier.stop()
+    assert [e for c in send.calls for e in c["events"]] == [push("late")]
+
+
+def test_own_events_are_recognised_by_origin() -> None:
+    notifier = WakeNotifier(GatedSend(), origin="me")
+    assert notifier.is_own({"kind": "push", "origin": "me"})
+    assert not notifier.is_own({"kind": "push", "origin": "other"})
+    assert not notifier.is_own({"kind": "push"})  # sent by SQL (no server involved)
+
+
+def test_pending_events_are_bounded() -> None:
+    notifier = WakeNotifier(GatedSend())  # not started: nothing drains
+    for n in range(MAX_PENDING + 5):
+        notifier(push(f"q{n}"))
+    assert notifier.stats()["pending"] == MAX_PENDING
+    assert notifier.stats()["dropped"] == 5
