@@ -45,7 +45,7 @@ BEGIN
                 IF jsonb_typeof(v_op -> 'items') <> 'array' OR jsonb_array_length(v_op -> 'items') = 0 THEN
                     RAISE EXCEPTION 'operation %: push requires a non-empty items array', v_idx;
                 END IF;
-                v_res := queen._push_items(v_op -> 'items');
+                v_res := queen._push_items(v_op -> 'items', true)::jsonb;
                 FOR v_item IN SELECT e FROM jsonb_array_elements(v_res) e LOOP
                     v_results := v_results || (jsonb_build_object(
                         'index', v_idx,

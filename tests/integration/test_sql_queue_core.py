@@ -1263,3 +1263,14 @@ def test_hot_statements_use_the_order_index_with_generic_plans(pg_conn: Conn) ->
         5001,
         5002,
     ]
+
+
+def test_a_retried_push_to_a_full_queue_answers_duplicate(pg_conn: Conn) -> None:
+    """Stored messages are not counted against a capped queue's room when they come again
+    (a client retrying a push whose answer it lost): they are duplicates, not refused."""
+    configure(pg_conn, "capdup", maxSize=2)
+    items = [{"queue": "capdup", "payload": n, "transactionId": f"t{n}"} for n in (1, 2)]
+    assert [r["status"] for r in call(pg_conn, "push_messages_v2", items)] == ["queued"] * 2
+    again = call(pg_conn, "push_messages_v2", items)
+    assert [r["status"] for r in again] == ["duplicate", "duplicate"]
+    assert all("error" not in r for r in again)
