@@ -149,3 +149,10 @@ class AnalyticsCollector:
                 return False
             self.flushes += 1
             return True
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "flushIntervalS": self.flush_interval_s,
+            "flushes": self.flushes,
+            "failures": self.failures,
+        }
