@@ -20,13 +20,14 @@ from queen_threads import validation as v
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import window
 from queen_threads.http.params import name_param, page
-from queen_threads.http.request import media
+from queen_threads.http.request import media, str_param
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.analytics_store import AnalyticsStore
 
 FLOW = ("pushed", "popped", "acked", "failed", "dlq", "longPollWaits")
 LEVELS = ("depth", "lagSeconds", "groupLagSeconds")
 PEAKS = ("maxDepth", "maxLagSeconds", "maxGroupLagSeconds")
+MAX_LABEL = 255
 PARKED_NOTE = "this server keeps no replicas: nothing is ever parked"
 
 
@@ -86,9 +87,9 @@ class ParkedReplicas:
 
 
 def _process_filters(req: falcon.Request) -> dict[str, str | None]:
+    """hostname and workerId: any text up to 255 characters (bind parameters, exact match)."""
     return {
-        "hostname": name_param(req, "hostname", "hostname"),
-        "workerId": name_param(req, "workerId", "workerId"),
+        key: v.optional_str(str_param(req, key), key, MAX_LABEL) for key in ("hostname", "workerId")
     }
 
 
