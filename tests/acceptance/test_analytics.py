@@ -36,7 +36,8 @@ def test_a_burst_of_pushes_shows_up_in_the_analytics(migrated_dsn: str) -> None:
         while True:
             body = _get(srv, "/status/analytics", queue=queue)
             system = _get(srv, "/analytics/system-metrics")
-            seen = (body["totals"]["pushed"], body["latest"]["depth"], system["totals"]["processes"])
+            processes = system["totals"]["processes"]
+            seen = (body["totals"]["pushed"], body["latest"]["depth"], processes)
             if seen == (BURST, BURST, 2):
                 break
             assert time.monotonic() < deadline, f"(pushed, depth, processes) = {seen}"
