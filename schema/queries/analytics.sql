@@ -106,7 +106,7 @@ SELECT coalesce(json_agg(json_build_object(
            'queue', x.name, 't', queen._iso_ms(x.minute), 'depth', x.depth,
            'lagSeconds', round(x.lag_s::numeric, 1),
            'groupLagSeconds', round(x.group_lag_s::numeric, 1))
-           ORDER BY x.lag_s DESC, x.depth DESC, x.name), '[]'::json)::text
+           ORDER BY x.lag_s DESC NULLS LAST, x.depth DESC NULLS LAST, x.name), '[]'::json)::text
   FROM (SELECT q.name, l.minute, l.depth, l.lag_s, l.group_lag_s
           FROM queen.queues q
          CROSS JOIN LATERAL (
@@ -119,7 +119,7 @@ SELECT coalesce(json_agg(json_build_object(
                  LIMIT 1
                ) l
          WHERE %(queue)s::text IS NULL OR q.name = %(queue)s::text
-         ORDER BY l.lag_s DESC, l.depth DESC, q.name
+         ORDER BY l.lag_s DESC NULLS LAST, l.depth DESC NULLS LAST, q.name
          LIMIT 100) x;
 
 -- name: analytics_process_series
