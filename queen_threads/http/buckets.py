@@ -3,6 +3,7 @@ bucket size `interval` (docs/api-admin.md, "Analytics"); every mistake is a 400.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -42,9 +43,16 @@ class Window:
     interval: str
     step_s: int
 
+    @property
+    def first_bucket(self) -> datetime:
+        """The start of the bucket holding `start` (as queen._bucket computes it)."""
+        epoch = self.start.timestamp() // self.step_s * self.step_s
+        return datetime.fromtimestamp(epoch, UTC)
+
     def params(self) -> dict[str, Any]:
-        """The bind parameters of the chart statements."""
-        return {"from_ts": self.start, "to_ts": self.end, "step_s": self.step_s}
+        """The bind parameters of the chart statements: they read whole buckets, from the
+        one holding `start`."""
+        return {"from_ts": self.first_bucket, "to_ts": self.end, "step_s": self.step_s}
 
     def frame(self) -> dict[str, Any]:
         """The head of every chart answer."""
@@ -58,8 +66,8 @@ class Window:
 
 def points(start: datetime, end: datetime, step_s: int) -> int:
     """How many buckets of `step_s` seconds [start, end) touches."""
-    first = int(start.timestamp()) // step_s * step_s
-    return max(0, -(-(int(end.timestamp()) - first) // step_s))
+    first = start.timestamp() // step_s * step_s
+    return max(0, math.ceil((end.timestamp() - first) / step_s))
 
 
 def choose_interval(start: datetime, end: datetime, asked: str | None) -> tuple[str, int]:

@@ -201,14 +201,22 @@ BEGIN
 END;
 $$;
 
--- The buckets of a chart: every start of a `p_step` bucket (aligned on the Unix epoch)
--- from the one holding p_from up to p_to (exclusive), oldest first.
+-- The start of the `p_step_s`-second bucket holding p_ts (buckets aligned on the Unix
+-- epoch; http/buckets.py computes the same). Inlined by the planner.
+CREATE OR REPLACE FUNCTION queen._bucket(p_ts timestamptz, p_step_s integer)
+RETURNS timestamptz
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT date_bin(make_interval(secs => p_step_s), p_ts, timestamptz '1970-01-01 00:00:00+00')
+$$;
+
+-- The buckets of a chart: every bucket start from the one holding p_from up to p_to
+-- (exclusive), oldest first.
 CREATE OR REPLACE FUNCTION queen._analytics_buckets(
-    p_from timestamptz, p_to timestamptz, p_step interval
+    p_from timestamptz, p_to timestamptz, p_step_s integer
 ) RETURNS TABLE (t timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql IMMUTABLE AS $$
     SELECT g
-      FROM generate_series(date_bin(p_step, p_from, timestamptz '1970-01-01 00:00:00+00'),
-                           p_to, p_step) g
+      FROM generate_series(queen._bucket(p_from, p_step_s), p_to,
+                           make_interval(secs => p_step_s)) g
      WHERE g < p_to
 $$;

@@ -5,9 +5,10 @@
 -- Callers: queen_threads/metrics/collector.py, queen_threads/background/metrics_job.py,
 -- queen_threads/queue/analytics_store.py. Stored functions: 95_analytics.sql.
 --
--- Every chart statement takes [%(from_ts)s, %(to_ts)s) and a bucket of %(step_s)s seconds;
--- its first bucket starts at date_bin(step, from) (buckets aligned on the Unix epoch), and
--- it reads the minutes from there, so the first bucket is whole. Series carry every bucket
+-- Every chart statement takes [%(from_ts)s, %(to_ts)s) and a bucket of %(step_s)s seconds
+-- (queen._bucket: aligned on the Unix epoch); %(from_ts)s is already the start of the
+-- bucket holding the asked `from` (http/buckets.py), so the first bucket is whole. The
+-- bounds are plain values, so the planner sees the real range. Series carry every bucket
 -- (queen._analytics_buckets), empty ones with zero counts and null levels.
 
 -- name: analytics_flush
@@ -24,49 +25,58 @@ SELECT queen.metrics_prune_v1(%(days)s, %(limit)s);
 
 -- name: analytics_queue_series
 -- Message flow and levels per bucket. %(scope)s: 'all' reads the all-queue rollup (one
--- row per minute), 'queue' one queue's primary-key range, 'filtered' sums the minutes of
--- the existing queues matching queue/namespace/task. The scopes not asked for are pruned
--- by the planner (their condition is a constant).
-WITH w AS (
-    SELECT make_interval(secs => %(step_s)s) AS step,
-           date_bin(make_interval(secs => %(step_s)s), %(from_ts)s::timestamptz,
-                    timestamptz '1970-01-01 00:00:00+00') AS lo,
-           %(to_ts)s::timestamptz AS hi
-), minutes AS (
+-- row per minute), 'queue' one queue's primary-key range (index-only), 'filtered' sums the
+-- minutes of the existing queues matching queue/namespace/task. The scopes not asked for
+-- are pruned by the planner (their condition is a constant). `latest` (the newest level
+-- sample) is one backward index probe in the first two scopes.
+WITH minutes AS NOT MATERIALIZED (
     SELECT r.minute, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.poll_waits, r.depth,
            r.lag_s, r.group_lag_s
-      FROM queen.metrics_minutes r, w
-     WHERE %(scope)s::text = 'all' AND r.minute >= w.lo AND r.minute < w.hi
+      FROM queen.metrics_minutes r
+     WHERE %(scope)s::text = 'all'
+       AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
     UNION ALL
     SELECT r.minute, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.poll_waits, r.depth,
            r.lag_s, r.group_lag_s
-      FROM queen.metrics_queue_minutes r, w
+      FROM queen.metrics_queue_minutes r
      WHERE %(scope)s::text = 'queue' AND r.queue_name = %(queue)s::text
-       AND r.minute >= w.lo AND r.minute < w.hi
+       AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
     UNION ALL
     SELECT r.minute, sum(r.pushed), sum(r.popped), sum(r.acked), sum(r.failed), sum(r.dlq),
            sum(r.poll_waits), sum(r.depth), max(r.lag_s), max(r.group_lag_s)
       FROM queen.metrics_queue_minutes r
-      JOIN queen.queues q ON q.name = r.queue_name, w
+      JOIN queen.queues q ON q.name = r.queue_name
      WHERE %(scope)s::text = 'filtered'
        AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
        AND (%(namespace)s::text IS NULL OR q.namespace = %(namespace)s::text)
        AND (%(task)s::text IS NULL OR q.task = %(task)s::text)
-       AND r.minute >= w.lo AND r.minute < w.hi
+       AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
      GROUP BY r.minute
 ), agg AS (
-    SELECT date_bin(w.step, m.minute, timestamptz '1970-01-01 00:00:00+00') AS t,
+    SELECT queen._bucket(m.minute, %(step_s)s) AS t,
            sum(m.pushed) AS pushed, sum(m.popped) AS popped, sum(m.acked) AS acked,
            sum(m.failed) AS failed, sum(m.dlq) AS dlq, sum(m.poll_waits) AS poll_waits,
            max(m.depth) AS depth, max(m.lag_s) AS lag_s, max(m.group_lag_s) AS group_lag_s
-      FROM minutes m, w
+      FROM minutes m
      GROUP BY 1
 ), latest AS (
-    SELECT m.minute, m.depth, m.lag_s, m.group_lag_s
-      FROM minutes m
-     WHERE m.depth IS NOT NULL
-     ORDER BY m.minute DESC
-     LIMIT 1
+    (SELECT r.minute, r.depth, r.lag_s, r.group_lag_s
+       FROM queen.metrics_minutes r
+      WHERE %(scope)s::text = 'all' AND r.depth IS NOT NULL
+        AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
+      ORDER BY r.minute DESC LIMIT 1)
+    UNION ALL
+    (SELECT r.minute, r.depth, r.lag_s, r.group_lag_s
+       FROM queen.metrics_queue_minutes r
+      WHERE %(scope)s::text = 'queue' AND r.queue_name = %(queue)s::text
+        AND r.depth IS NOT NULL
+        AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
+      ORDER BY r.minute DESC LIMIT 1)
+    UNION ALL
+    (SELECT m.minute, m.depth, m.lag_s, m.group_lag_s
+       FROM minutes m
+      WHERE %(scope)s::text = 'filtered' AND m.depth IS NOT NULL
+      ORDER BY m.minute DESC LIMIT 1)
 )
 SELECT json_build_object(
            'series', coalesce((
@@ -77,7 +87,7 @@ SELECT json_build_object(
                           'dlq', coalesce(a.dlq, 0), 'longPollWaits', coalesce(a.poll_waits, 0),
                           'depth', a.depth, 'lagSeconds', round(a.lag_s::numeric, 1),
                           'groupLagSeconds', round(a.group_lag_s::numeric, 1)) ORDER BY b.t)
-                 FROM w CROSS JOIN LATERAL queen._analytics_buckets(w.lo, w.hi, w.step) b
+                 FROM queen._analytics_buckets(%(from_ts)s, %(to_ts)s, %(step_s)s) b
                  LEFT JOIN agg a ON a.t = b.t), '[]'::json),
            'totals', (SELECT json_build_object(
                                  'pushed', coalesce(sum(pushed), 0),
@@ -127,21 +137,16 @@ SELECT coalesce(json_agg(json_build_object(
 -- the largest levels, requests summed), then summed over the processes. Output:
 -- {series, totals, workers}; `workers` holds each process's own points (the 200 most
 -- recently seen) when %(per_worker)s is true, else null.
-WITH w AS (
-    SELECT make_interval(secs => %(step_s)s) AS step,
-           date_bin(make_interval(secs => %(step_s)s), %(from_ts)s::timestamptz,
-                    timestamptz '1970-01-01 00:00:00+00') AS lo,
-           %(to_ts)s::timestamptz AS hi
-), per AS (
-    SELECT date_bin(w.step, r.minute, timestamptz '1970-01-01 00:00:00+00') AS t,
+WITH per AS (
+    SELECT queen._bucket(r.minute, %(step_s)s) AS t,
            r.hostname, r.port, r.worker_id, max(r.minute) AS last_minute,
            sum(r.cpu_seconds) / nullif(sum(r.wall_seconds), 0) * 100 AS cpu,
            max(r.rss_bytes) AS rss, sum(r.http_requests) AS requests,
            max(r.http_active) AS active, max(r.pool_in_use) AS in_use,
            max(r.pool_size) AS pool_size, max(r.pool_waiting) AS waiting,
            max(r.long_polls) AS long_polls
-      FROM queen.metrics_process_minutes r, w
-     WHERE r.minute >= w.lo AND r.minute < w.hi
+      FROM queen.metrics_process_minutes r
+     WHERE r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
        AND (%(hostname)s::text IS NULL OR r.hostname = %(hostname)s::text)
        AND (%(worker_id)s::text IS NULL OR r.worker_id = %(worker_id)s::text)
      GROUP BY 1, 2, 3, 4
@@ -172,7 +177,7 @@ SELECT json_build_object(
                           'dbPoolInUse', a.in_use, 'dbPoolSize', a.pool_size,
                           'dbPoolWaiting', a.waiting, 'longPollsWaiting', a.long_polls)
                           ORDER BY b.t)
-                 FROM w CROSS JOIN LATERAL queen._analytics_buckets(w.lo, w.hi, w.step) b
+                 FROM queen._analytics_buckets(%(from_ts)s, %(to_ts)s, %(step_s)s) b
                  LEFT JOIN agg a ON a.t = b.t), '[]'::json),
            'totals', (SELECT json_build_object(
                                  'httpRequests', coalesce(sum(requests), 0),
@@ -191,13 +196,8 @@ SELECT json_build_object(
 
 -- name: analytics_retention_series
 -- Messages deleted by the background services per bucket and kind, from the history.
-WITH w AS (
-    SELECT make_interval(secs => %(step_s)s) AS step,
-           date_bin(make_interval(secs => %(step_s)s), %(from_ts)s::timestamptz,
-                    timestamptz '1970-01-01 00:00:00+00') AS lo,
-           %(to_ts)s::timestamptz AS hi
-), agg AS (
-    SELECT date_bin(w.step, h.executed_at, timestamptz '1970-01-01 00:00:00+00') AS t,
+WITH agg AS (
+    SELECT queen._bucket(h.executed_at, %(step_s)s) AS t,
            coalesce(sum(h.messages_deleted) FILTER (WHERE h.retention_type = 'retention'), 0)
                AS retention,
            coalesce(sum(h.messages_deleted)
@@ -205,8 +205,9 @@ WITH w AS (
            coalesce(sum(h.messages_deleted)
                     FILTER (WHERE h.retention_type = 'max_wait_time_eviction'), 0) AS eviction,
            count(*) FILTER (WHERE h.retention_type = 'partition_cleanup') AS partitions
-      FROM queen.retention_history h, w
-     WHERE h.executed_at >= w.lo AND h.executed_at < w.hi
+      FROM queen.retention_history h
+     WHERE h.executed_at >= %(from_ts)s::timestamptz
+       AND h.executed_at < %(to_ts)s::timestamptz
        AND (%(queue)s::text IS NULL OR h.queue_name = %(queue)s::text)
      GROUP BY 1
 )
@@ -217,7 +218,7 @@ SELECT json_build_object(
                           'completedRetention', coalesce(a.completed, 0),
                           'eviction', coalesce(a.eviction, 0),
                           'partitionsDeleted', coalesce(a.partitions, 0)) ORDER BY b.t)
-                 FROM w CROSS JOIN LATERAL queen._analytics_buckets(w.lo, w.hi, w.step) b
+                 FROM queen._analytics_buckets(%(from_ts)s, %(to_ts)s, %(step_s)s) b
                  LEFT JOIN agg a ON a.t = b.t), '[]'::json),
            'totals', (SELECT json_build_object(
                                  'retention', coalesce(sum(retention), 0),

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from queen_threads.errors import ValidationError
-from queen_threads.http.buckets import choose_interval, points
+from queen_threads.http.buckets import Window, choose_interval, points
 from queen_threads.metrics import minutes as m
 from queen_threads.metrics.minutes import ProcessMinutes, ProcessSample, QueueMinutes
 
@@ -144,3 +144,10 @@ def test_explicit_intervals_aliases_and_refusals() -> None:
 def test_points_count_the_partial_first_and_last_buckets() -> None:
     assert points(at(0.5), at(2.25), 3600) == 3  # 00:00, 01:00, 02:00
     assert points(at(1), at(1), 60) == 0
+
+
+def test_the_window_reads_whole_buckets_from_the_one_holding_from() -> None:
+    w = Window(at(0.5), at(2.25), "1h", 3600)
+    assert w.first_bucket == at(0)
+    assert w.params() == {"from_ts": at(0), "to_ts": at(2.25), "step_s": 3600}
+    assert w.frame()["from"] == "2025-06-01T00:30:00.000Z"  # the answer names what was asked
