@@ -246,6 +246,19 @@ def test_retention_deletes_old_rows_and_keeps_recent_ones(world: World) -> None:
                          "WHERE hostname = 'h'") == [(0,)]  # fmt: skip
 
 
+def test_metrics_retention_days_decides_what_is_old(
+    make_runtime: Callable[..., Runtime], pg_conn: psycopg2.extensions.connection
+) -> None:
+    world = World(make_runtime(METRICS_RETENTION_DAYS="10", **QUIET), pg_conn)
+    eight_days = (datetime.now(UTC) - timedelta(days=8)).replace(second=0, microsecond=0)
+    world.runtime.instruments.minutes.restore(
+        [{"queue": "an.kept", "minute": iso(eight_days), "pushed": 1}]
+    )
+    world.flush()
+    assert world.sample()["pruned"] == 0
+    assert world.queue_rows("an.kept")[0] == 1
+
+
 def test_only_one_process_runs_the_sample_at_a_time(world: World, migrated_dsn: str) -> None:
     world.api.push("an.locked", [1])
     services = [ExclusiveService(migrated_dsn, MetricsJob(7), 60.0, owner=f"p{i}")
