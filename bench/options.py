@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i")
-DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")  # (i) starts 2 servers: on request
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
+# On request only: (i) starts 2 servers, (j) fills the database with a week of analytics.
+DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,9 @@ class Sizes:
     e2e_step_limit_ms: float = 100.0
     e2e_max_steps: int = 20
     ceiling_queue_rows: int = 300_000  # rows the SKIP LOCKED ceiling may drain
+    analytics_queues: int = 100  # (j): queues with a synthetic history
+    analytics_days: int = 7  # (j): days of minutes each
+    analytics_reps: int = 50  # (j): requests per chart and run
 
 
 FULL = Sizes()
@@ -56,6 +60,8 @@ QUICK = Sizes(
     e2e_duration_s=10.0,
     e2e_step_s=5.0,
     ceiling_queue_rows=60_000,
+    analytics_days=1,
+    analytics_reps=10,
 )
 
 
@@ -127,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="scripts/bench",
         description=(
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
-            " (h) idle long polls on one hot queue, (i) auth off/on; each throughput figure"
-            " beside its in-run ceiling (docs/benchmarks.md)."
+            " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
+            " queries over a week of analytics; each throughput figure beside its in-run"
+            " ceiling (docs/benchmarks.md)."
         ),
     )
     target = p.add_mutually_exclusive_group()
@@ -143,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i (default: all but i, which starts a second server)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j (default: all but i, which starts a second"
+        " server, and j, which fills the database with a week of analytics)",
     )
     p.add_argument(
         "--ceilings",

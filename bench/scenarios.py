@@ -1,8 +1,9 @@
-"""The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12)."""
+"""The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
+(j) the dashboard's chart queries (issue 13)."""
 
 from __future__ import annotations
 
-from bench import consume, e2e, longpoll, push
+from bench import analytics, consume, e2e, longpoll, push
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -21,6 +22,12 @@ SCENARIOS: dict[str, Scenario] = {
             "idle long polls on one queue",
             longpoll.hot_queue_figures,
             longpoll.hot_queue_polls,
+        ),
+        Scenario(
+            "j",
+            "chart queries, 7 days x 100 queues",
+            analytics.analytics_figures,
+            analytics.chart_queries,
         ),
     )
 }

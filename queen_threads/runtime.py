@@ -16,17 +16,21 @@ from typing import Any
 from queen_threads import __version__, migrate
 from queen_threads.auth import Authenticator, build_verifier
 from queen_threads.background.maintenance import Maintenance
+from queen_threads.background.metrics_job import metrics_service
 from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.metrics import (
+    AnalyticsCollector,
     Instruments,
     MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
     ObservedRequestStats,
+    ProcessIdentity,
+    ProcessReader,
     RequestStats,
     Sampler,
     TimedDatabase,
@@ -34,6 +38,7 @@ from queen_threads.metrics import (
     observe_service,
 )
 from queen_threads.queue.admin_store import AdminStore
+from queen_threads.queue.analytics_store import AnalyticsStore
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
@@ -86,8 +91,13 @@ class Runtime:
         )
         self.started_at = time.time()
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
-        self.store: QueueStore = MeteredQueueStore(self.db, cipher, self.instruments.counters)
-        self.polling: PollingService = MeteredPollingService(settings, self.store, self.worker_id)
+        minutes = self.instruments.minutes
+        self.store: QueueStore = MeteredQueueStore(
+            self.db, cipher, self.instruments.counters, minutes
+        )
+        self.polling: PollingService = MeteredPollingService(
+            settings, self.store, self.worker_id, minutes
+        )
         self.admin = AdminStore(
             self.db,
             cipher,
@@ -129,13 +139,25 @@ class Runtime:
             ping=self.db.ping,
         )
         self.queues.failover = self.buffer.push
+        hostname = socket.gethostname()
+        owner = f"{hostname}:{settings.port}:{self.worker_id}"
         self.operations = RetentionServices(
-            settings,
-            self.direct_dsn,
-            owner=f"{socket.gethostname()}:{settings.port}:{self.worker_id}",
-            ready=self.schema_ready,
-            observer=observe_service,
+            settings, self.direct_dsn, owner, ready=self.schema_ready, observer=observe_service
         )
+        # Analytics: this process's counts and figures (flushed by the collector), the
+        # queues' levels (one process per database), and the chart reads.
+        self.collector = AnalyticsCollector(
+            self.db,
+            minutes,
+            ProcessIdentity(hostname, settings.port, str(self.worker_id)),
+            ProcessReader(self.db.pool, self.polling, self.stats),
+            settings.metrics_flush_interval_s,
+            ready=self.schema_ready.is_set,
+        )
+        self.metrics_service = metrics_service(
+            settings, self.direct_dsn, owner, self.schema_ready, observe_service
+        )
+        self.analytics = AnalyticsStore(self.db)
         self.instruments.bind(
             Sampler(
                 self.started_at,
@@ -160,6 +182,8 @@ class Runtime:
         self.maintenance.start()
         self.buffer.start()
         self.operations.start()
+        self.metrics_service.start()
+        self.collector.start()
         self.instruments.start()
 
     def _on_wakeup(self, event: dict[str, Any]) -> None:
@@ -231,6 +255,7 @@ class Runtime:
             self.peers.stop()
             self.notifier.stop()
             self.operations.stop()
+            self.metrics_service.stop()
             self.instruments.stop()
 
     def stop(self) -> None:
@@ -238,4 +263,5 @@ class Runtime:
         self.begin_shutdown()
         self.buffer.stop()
         self.maintenance.stop()
+        self.collector.stop()  # the last flush, while the pool is open
         self.db.close()

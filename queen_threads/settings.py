@@ -411,9 +411,16 @@ class Settings:
     )
     metrics_retention_days: int = env(
         "METRICS_RETENTION_DAYS",
-        90,
+        7,
         _int(0),
-        "Keep queen.retention_history rows this many days (0: forever).",
+        "Keep the analytics minutes and queen.retention_history rows this many days (0: forever).",
+    )
+    metrics_flush_interval_s: float = env(
+        "METRICS_FLUSH_INTERVAL_S",
+        60.0,
+        _float(0.1),
+        "Each worker process writes its analytics counts this often, s; the queues' levels "
+        "are sampled twice as often.",
     )
     prometheus_multiproc_dir: str = env(
         "PROMETHEUS_MULTIPROC_DIR",

@@ -36,6 +36,8 @@ def test_e2e_rate_and_duration() -> None:
 
 def test_the_auth_comparison_runs_only_on_request() -> None:
     assert "i" not in parse_args([]).scenarios
+    assert "j" not in parse_args([]).scenarios  # it fills the database: on request
+    assert parse_args(["--scenarios", "j"]).scenarios == ("j",)
     assert parse_args(["--scenarios", "b,i"]).scenarios == ("b", "i")
 
 

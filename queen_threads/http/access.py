@@ -73,6 +73,16 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/status/queues": {"GET": RO},
     f"{API}/status/queues/{{queue}}": {"GET": RO},
     f"{API}/status/buffers": {"GET": RO},
+    # analytics (the dashboard's charts)
+    f"{API}/status/analytics": {"GET": RO},
+    f"{API}/status/queues/{{queue}}/messages": {"GET": RO},
+    f"{API}/analytics/queue-ops": {"GET": RO},
+    f"{API}/analytics/queue-lag": {"GET": RO},
+    f"{API}/analytics/queue-parked-replicas": {"GET": RO},
+    f"{API}/analytics/retention": {"GET": RO},
+    f"{API}/analytics/system-metrics": {"GET": RO},
+    f"{API}/analytics/worker-metrics": {"GET": RO},
+    f"{API}/analytics/postgres-stats": {"GET": RO},
     # system
     f"{API}/system/maintenance": {"GET": ADMIN, "POST": ADMIN},
     f"{API}/system/maintenance/pop": {"GET": ADMIN, "POST": ADMIN},

@@ -45,6 +45,7 @@ class RequestContext:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
+        self.stats.begin()
         incoming = req.get_header("X-Request-Id")
         req.context.request_id = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
         self._cors(req, resp)

@@ -25,6 +25,7 @@ API = "/api/v1"
 NONE: frozenset[str] = frozenset()
 PAGE = frozenset({"limit", "offset"})
 TIME_RANGE = frozenset({"from", "to"})
+CHART = TIME_RANGE | {"interval"}
 POP = frozenset({
     "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
     "subscriptionMode", "subscriptionFrom", "namespace", "task",
@@ -83,6 +84,16 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/status/queues": {"GET": PAGE | TIME_RANGE | {"namespace", "task"}},
     f"{API}/status/queues/{{queue}}": {"GET": TIME_RANGE},
     f"{API}/status/buffers": {"GET": NONE},
+    # analytics (the dashboard's charts)
+    f"{API}/status/analytics": {"GET": CHART | {"queue", "namespace", "task"}},
+    f"{API}/status/queues/{{queue}}/messages": {"GET": PAGE},
+    f"{API}/analytics/queue-ops": {"GET": CHART | {"queue"}},
+    f"{API}/analytics/queue-lag": {"GET": CHART | {"queue"}},
+    f"{API}/analytics/queue-parked-replicas": {"GET": CHART | {"queue"}},
+    f"{API}/analytics/retention": {"GET": CHART | {"queue"}},
+    f"{API}/analytics/system-metrics": {"GET": CHART | {"hostname", "workerId"}},
+    f"{API}/analytics/worker-metrics": {"GET": CHART | {"hostname", "workerId"}},
+    f"{API}/analytics/postgres-stats": {"GET": NONE},
     # system
     f"{API}/system/maintenance": {"GET": NONE, "POST": NONE},
     f"{API}/system/maintenance/pop": {"GET": NONE, "POST": NONE},

@@ -5,12 +5,15 @@ numbers for the JSON `/metrics`.
 - counters.py: the in-process totals, rates and latencies of `GET /metrics`;
 - metered.py: the measuring points, subclasses of the runtime's own objects;
 - sampler.py: the once-a-second copy of process state into per-process gauges;
+- minutes.py, collector.py: the analytics counts per queue and minute and this process's
+  figures, flushed into the per-minute tables (docs/api-admin.md, "Analytics");
 - exposition.py: `GET /metrics/prometheus` and its scrape-time collectors.
 
 Nothing here imports the runtime: runtime.py composes the metered objects and hands the
 sampler and the collectors what they read.
 """
 
+from queen_threads.metrics.collector import AnalyticsCollector, ProcessIdentity, ProcessReader
 from queen_threads.metrics.counters import EventRate, ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import MULTIPROC_ENV, PromMetrics, multiprocess_mode, prom
 from queen_threads.metrics.exposition import Exposition, Instruments
@@ -27,6 +30,7 @@ from queen_threads.metrics.sampler import Sampler
 
 __all__ = [
     "MULTIPROC_ENV",
+    "AnalyticsCollector",
     "EventRate",
     "Exposition",
     "Instruments",
@@ -35,6 +39,8 @@ __all__ = [
     "MeteredQueueStore",
     "ObservedRequestStats",
     "ProcessCounters",
+    "ProcessIdentity",
+    "ProcessReader",
     "PromMetrics",
     "RequestStats",
     "Sampler",

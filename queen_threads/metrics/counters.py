@@ -99,18 +99,25 @@ class ProcessCounters:
 
 
 class RequestStats:
-    """HTTP requests: totals by status class and a sliding window of response times."""
+    """HTTP requests: totals by status class, those in progress and a sliding window of
+    response times."""
 
     def __init__(self, window: int = 2048) -> None:
         self._lock = threading.Lock()
         self.started_at = time.time()
         self.total = 0
+        self.active = 0  # begun and not recorded yet (waiting long polls included)
         self.by_class: dict[str, int] = {}
         self._recent: deque[tuple[float, float]] = deque(maxlen=window)
+
+    def begin(self) -> None:
+        with self._lock:
+            self.active += 1
 
     def record(self, status: int, elapsed_ms: float) -> None:
         with self._lock:
             self.total += 1
+            self.active = max(0, self.active - 1)
             key = f"{status // 100}xx"
             self.by_class[key] = self.by_class.get(key, 0) + 1
             self._recent.append((time.monotonic(), elapsed_ms))

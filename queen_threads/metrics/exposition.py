@@ -18,6 +18,7 @@ from prometheus_client.exposition import choose_encoder
 
 from queen_threads.metrics.counters import ProcessCounters
 from queen_threads.metrics.definitions import multiprocess_mode
+from queen_threads.metrics.minutes import QueueMinutes
 from queen_threads.metrics.sampler import Sampler
 
 QUEUE_MODE = "__QUEUE_MODE__"
@@ -173,11 +174,13 @@ class Exposition:
 
 
 class Instruments:
-    """Everything metric-related one Runtime owns: the JSON counters from the start, the
-    exposition (and its sampler thread) once `bind` gave it what it reads."""
+    """Everything metric-related one Runtime owns: the JSON counters and the analytics
+    minutes from the start, the exposition (and its sampler thread) once `bind` gave it
+    what it reads."""
 
     def __init__(self) -> None:
         self.counters = ProcessCounters()
+        self.minutes = QueueMinutes()  # per-queue analytics counts until the next flush
         self.exposition: Exposition | None = None
 
     def bind(self, sampler: Sampler, backlog: BacklogSource, buffer: BufferStatus) -> None:

@@ -22,9 +22,11 @@ from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
+from queen_threads.metrics.minutes import QueueMinutes
 from queen_threads.polling import PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
+from queen_threads.settings import Settings
 
 
 def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:
@@ -69,21 +71,26 @@ class TimedDatabase(Database):
 
 
 class MeteredQueueStore(QueueStore):
-    """QueueStore counting what the database did: pushes, deliveries, acks, by queue."""
+    """QueueStore counting what the database did: pushes, deliveries, acks, by queue (in
+    Prometheus, the JSON counters and the analytics minutes)."""
 
     def __init__(
         self,
         db: Database,
         cipher: PayloadCipher | None = None,
         counters: ProcessCounters | None = None,
+        minutes: QueueMinutes | None = None,
     ) -> None:
         super().__init__(db, cipher)
         self.counters = counters
+        self.minutes = minutes
 
     def _pushed(self, pairs: list[tuple[str, str]]) -> None:
         _inc(prom().pushed, pairs)
         if self.counters is not None:
             self.counters.pushed.add(sum(1 for _, status in pairs if status == "queued"))
+        if self.minutes is not None:
+            self.minutes.add("pushed", (queue for queue, status in pairs if status == "queued"))
 
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().push(items)
@@ -105,6 +112,8 @@ class MeteredQueueStore(QueueStore):
             _inc(prom().popped, delivered)
             if self.counters is not None:
                 self.counters.popped.add(len(delivered))
+            if self.minutes is not None:
+                self.minutes.add("popped", (queue for (queue,) in delivered))
         return results
 
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
@@ -116,6 +125,8 @@ class MeteredQueueStore(QueueStore):
         _inc(prom().acked, pairs)
         if self.counters is not None:
             self.counters.acked.add(sum(1 for _, status in pairs if status != "rejected"))
+        if self.minutes is not None:
+            self.minutes.add_acks(pairs)
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().ack(acks)
@@ -165,7 +176,18 @@ def _count_rejected(results: Iterable[dict[str, Any]]) -> None:
 
 
 class MeteredPollingService(PollingService):
-    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds)."""
+    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds) and
+    counting those on a queue in the analytics minutes."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: QueueStore,
+        worker_id: int,
+        minutes: QueueMinutes | None = None,
+    ) -> None:
+        super().__init__(settings, store, worker_id)
+        self.minutes = minutes
 
     def wait(
         self, intention: PollIntention, is_disconnected: Any, watch: Any = None
@@ -178,6 +200,9 @@ class MeteredPollingService(PollingService):
         finally:
             waited = time.monotonic() - intention.created_at
             prom().long_poll_wait.labels(outcome).observe(max(0.0, waited))
+            queue = intention.request.queue
+            if self.minutes is not None and queue and outcome != "rejected":
+                self.minutes.add("pollWaits", (queue,))
 
 
 def _wait_outcome(answer: Response | None) -> str:

@@ -31,7 +31,8 @@ class Metrics:
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
             "buffer": _buffer(rt),
-            "background": rt.operations.stats(),
+            "background": {**rt.operations.stats(), "metrics": rt.metrics_service.stats()},
+            "analytics": rt.collector.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }

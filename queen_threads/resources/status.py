@@ -15,31 +15,23 @@ depending on the span.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.errors import NotFound, ValidationError
-from queen_threads.http.params import iso_z, name_param, page, time_range
+from queen_threads.errors import NotFound
+from queen_threads.http.buckets import default_range
+from queen_threads.http.params import iso_z, name_param, page
 from queen_threads.http.request import media
 from queen_threads.runtime import Runtime
-
-DEFAULT_SPAN = timedelta(hours=1)
-MAX_SPAN = timedelta(days=366)
 
 
 def window(req: falcon.Request) -> dict[str, Any]:
     """[from, to) from the query string (default: the last hour) and its bucket size."""
-    start, end = time_range(req)
-    if end is None:
-        end = datetime.now(UTC) if start is None else max(datetime.now(UTC), start)
-    if start is None:
-        start = end - DEFAULT_SPAN
+    start, end = default_range(req)
     span = end - start
-    if span > MAX_SPAN:
-        raise ValidationError("the time range from..to must not exceed 366 days")
     if span <= timedelta(hours=6):
         bucket = "minute"
     elif span <= timedelta(days=7):
