@@ -8,7 +8,7 @@ from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.middleware import RequestContext
 from queen_threads.http.query_params import StrictQueryParams
-from queen_threads.resources import admin, maintenance, status
+from queen_threads.resources import admin, dashboard, maintenance, status
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
@@ -47,4 +47,5 @@ def create_app(runtime: Runtime) -> falcon.App:
     admin.register(app, runtime, API)
     maintenance.register(app, runtime, API)
     status.register(app, runtime, API)
+    dashboard.register(app, runtime.settings)
     return app
