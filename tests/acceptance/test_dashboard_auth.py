@@ -95,7 +95,9 @@ def test_a_read_only_token_is_refused_maintenance_mode(
     with signed_in(chromium, srv, hs256("viewer", "read-only"), console) as page:
         page.goto("/system")
         expect(page.locator("#maintenance-error")).to_contain_text("Your role cannot do this")
-        page.locator('[data-switch="maintenanceMode"]').get_by_role("button", name="Switch on").click()
+        page.locator('[data-switch="maintenanceMode"]').get_by_role(
+            "button", name="Switch on"
+        ).click()
         page.locator("dialog").get_by_role("button", name="Switch on").click()
         expect(page.locator(".toast.error")).to_contain_text("Your role cannot do this")
         expect(page.locator("#process")).to_contain_text("Worker process")  # the rest works

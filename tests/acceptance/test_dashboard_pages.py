@@ -50,8 +50,8 @@ def seeded(srv: ServerProcess) -> None:
     """A small shop: orders in three partitions with a lagging group and dead letters,
     invoices, e-mails, traces."""
     api = QueueHttp(srv.url)
-    api.post("/configure", {"queue": "orders", "options": {
-        "retryLimit": 3, "retryStrategy": "exponential", "retryDelay": 1000, "leaseTime": 60}})  # fmt: skip
+    options = {"retryLimit": 3, "retryStrategy": "exponential", "retryDelay": 1000, "leaseTime": 60}
+    api.post("/configure", {"queue": "orders", "options": options})
     for partition, count in (("eu", 60), ("us", 45), ("asia", 20)):
         api.push("orders", [{"order": f"{partition}-{i}", "amount": 10 + i} for i in range(count)],
                  partition)  # fmt: skip
@@ -104,7 +104,7 @@ def test_every_page_from_the_nav_bar_and_from_its_url(
         for path, heading, ready in PAGES:
             page.locator("#nav").get_by_role("link", name=heading, exact=True).click()
             expect(page).to_have_url(f"{srv.url}{path}")
-            expect(page.locator(f'#nav a[aria-current="page"]')).to_have_text(heading)
+            expect(page.locator('#nav a[aria-current="page"]')).to_have_text(heading)
             wait_for_data(page, heading, ready)
             page.reload()
             wait_for_data(page, heading, ready)

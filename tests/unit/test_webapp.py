@@ -15,7 +15,7 @@ import pytest
 from queen_threads.app import create_app
 from queen_threads.errors import ConfigError
 from queen_threads.http.access import ROUTES, Rule
-from queen_threads.http.webapp import ASSETS_ROUTE, IMMUTABLE, PACKAGED_ROOT, PAGES
+from queen_threads.http.webapp import ASSETS_ROUTE, IMMUTABLE, PACKAGED_ROOT, PAGES, Webapp
 from queen_threads.runtime import Runtime
 from queen_threads.settings import load_settings
 from tests.support.tokens import SECRET
@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def make_client(folder: Path, **env: str) -> falcon.testing.TestClient:
     """The real app around a runtime that is never started (no database is touched)."""
     settings = load_settings({"FILE_BUFFER_DIR": str(folder / "buffers"), **env}, dotenv_path=None)
-    return falcon.testing.TestClient(create_app(Runtime(settings, "postgresql://127.0.0.1:1/unused")))
+    return falcon.testing.TestClient(
+        create_app(Runtime(settings, "postgresql://127.0.0.1:1/unused"))
+    )
 
 
 @pytest.fixture(scope="module")
@@ -136,8 +138,6 @@ def test_a_changed_asset_changes_the_version(tmp_path: Path) -> None:
     (root / "index.html").write_text('<script src="__ASSETS__/main.js"></script>')
     main = root / "assets" / "main.js"
     main.write_text("1")
-    from queen_threads.http.webapp import Webapp
-
     webapp = Webapp(root)
     before = webapp.version()
     main.write_text("22")
@@ -146,7 +146,7 @@ def test_a_changed_asset_changes_the_version(tmp_path: Path) -> None:
 
 
 def test_webapp_root_must_be_a_dashboard_folder(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="invalid WEBAPP_ROOT: .* is not a dashboard folder"):
+    with pytest.raises(ConfigError, match=r"invalid WEBAPP_ROOT: .* is not a dashboard folder"):
         load_settings({"WEBAPP_ROOT": str(tmp_path)}, dotenv_path=None)
 
 

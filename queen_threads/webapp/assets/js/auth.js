@@ -1,9 +1,11 @@
 // The bearer token: kept in sessionStorage (this tab only, gone when it closes), asked
-// for when the server answers 401. Concurrent 401s share one prompt.
+// for when the server answers 401. Concurrent 401s share one prompt; once dismissed, the
+// prompt comes back only when asked for (the "Sign in" buttons), not on every refresh.
 import { h } from "./dom.js";
 
 const KEY = "queen.token";
 let pending = null;
+let dismissed = false;
 
 export function token() {
   return sessionStorage.getItem(KEY) || "";
@@ -23,10 +25,17 @@ export function clearToken() {
   changed();
 }
 
-/** Show the token prompt; resolves once a token was entered, rejects when dismissed. */
-export function askForToken(reason) {
+/**
+ * Show the token prompt; resolves once a token was entered, rejects when dismissed (at
+ * once, without a prompt, after a dismissal unless `force`).
+ */
+export function askForToken(reason, { force = false } = {}) {
+  if (dismissed && !force) return Promise.reject(new Error("No token entered"));
   if (!pending) {
-    pending = prompt(reason).finally(() => {
+    pending = prompt(reason).then(
+      () => { dismissed = false; },
+      (err) => { dismissed = true; throw err; },
+    ).finally(() => {
       pending = null;
     });
   }

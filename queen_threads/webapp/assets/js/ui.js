@@ -57,7 +57,8 @@ export function errorBox(err, what) {
     explain(err, what));
   if (err.status === 401) {
     box.append(" ", h("button.small", {
-      type: "button", onclick: () => askForToken("").then(() => window.dispatchEvent(new Event("queen:refresh")), () => {}),
+      type: "button",
+      onclick: () => askForToken("", { force: true }).then(() => window.dispatchEvent(new Event("queen:refresh")), () => {}),
     }, "Sign in"));
   }
   return box;

@@ -4,9 +4,9 @@ import { API, get, post, seg } from "../api.js";
 import { h, fill } from "../dom.js";
 import { isoToLocalInput, localInputToIso, num, time } from "../format.js";
 import {
-  actionButton, badge, confirmed, empty, field, load, panel, table, toast,
+  actionButton, badge, errorBox, confirmed, empty, field, load, panel, table, toast,
 } from "../ui.js";
-import { pager, queueSelect } from "./parts.js";
+import { pager, queuePicker } from "./parts.js";
 
 const LIMIT = 100;
 const GROUP_LABEL = (g) => (g === "__QUEUE_MODE__" ? "queue mode" : g);
@@ -113,7 +113,7 @@ export async function mount(view) {
   return async function refresh() {
     syncButtons();
     await Promise.all([
-      load(queuePick, () => queueSelect(f.queue, (v) => setFilter("queue", v)), "the queue list"),
+      queuePicker(queuePick, f.queue, (v) => setFilter("queue", v)).catch((err) => fill(queuePick, errorBox(err, "the queue list"))),
       load(list.body, async () => {
         const offset = Number(f.offset) || 0;
         const page = await get(`${API}/dlq`, {

@@ -4,10 +4,10 @@ import { API, del, get, post, seg } from "../api.js";
 import { h, fill } from "../dom.js";
 import { ago, isoToLocalInput, json, localInputToIso, num, time } from "../format.js";
 import {
-  actionButton, badge, codeBlock, confirmed, curlPush, empty, field, kv, load, panel, select,
+  actionButton, badge, errorBox, codeBlock, confirmed, curlPush, empty, field, kv, load, panel, select,
   table, toast,
 } from "../ui.js";
-import { pager, queueSelect, timeline, traceItems } from "./parts.js";
+import { pager, queuePicker, timeline, traceItems } from "./parts.js";
 
 const LIMIT = 50;
 const STATUSES = [["", "Any status"], ["pending", "Pending"], ["processing", "Processing"],
@@ -143,7 +143,7 @@ export async function mount(view) {
 
   return async function refresh() {
     await Promise.all([
-      load(queuePick, () => queueSelect(f.queue, (v) => setFilter("queue", v)), "the queue list"),
+      queuePicker(queuePick, f.queue, (v) => setFilter("queue", v)).catch((err) => fill(queuePick, errorBox(err, "the queue list"))),
       load(list.body, async () => {
         const offset = Number(f.offset) || 0;
         const page = await get(`${API}/messages`, {

@@ -5,8 +5,9 @@ import { seriesChart } from "../charts.js";
 import { h, fill } from "../dom.js";
 import { ago, duration, num, secondsSince } from "../format.js";
 import {
-  badge, curlPush, empty, kv, load, panel, segmented, select, stat, table,
+  badge, curlPush, empty, kv, load, panel, segmented, stat, table,
 } from "../ui.js";
+import { queuePicker } from "./parts.js";
 
 const NO_ANALYTICS = "Analytics not available yet: this server has no per-minute analytics " +
   "(GET /api/v1/status/analytics answers 404).";
@@ -123,11 +124,11 @@ export async function mount(view) {
     await Promise.all([
       load(backlog.body, async () => {
         queues = (await get(`${API}/status/queues`, { limit: 1000 })).queues;
-        fill(queuePick, select("queue", [["", "All queues"], ...queues.map((q) => [q.name, q.name])], queue, (value) => {
+        await queuePicker(queuePick, queue, (value) => {
           queue = value;
           view.set({ queue: value });
           view.refresh();
-        }));
+        }, queues.map((q) => q.name));
         if (!queues.length) {
           return empty("No queues yet", "Push a message and its queue appears here:", curlPush());
         }

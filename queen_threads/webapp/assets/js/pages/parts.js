@@ -1,13 +1,21 @@
 // Pieces several pages share: a queue picker, paging, a timeline, trace events.
 import { API, get } from "../api.js";
-import { h } from "../dom.js";
+import { h, fill } from "../dom.js";
 import { json, num, time } from "../format.js";
 import { select } from "../ui.js";
 
-/** A <select> of every queue ("All queues" first). */
-export async function queueSelect(value, onchange) {
-  const { queues } = await get(`${API}/resources/queues`);
-  return select("queue", [["", "All queues"], ...queues.map((q) => [q.name, q.name])], value, onchange);
+/**
+ * A <select> of every queue ("All queues" first) in `container`, drawn again only when the
+ * list changes (a live refresh must not close it under the pointer). `names`: the queue
+ * names when the page has them already.
+ */
+export async function queuePicker(container, value, onchange, names = null) {
+  const list = names || (await get(`${API}/resources/queues`)).queues.map((q) => q.name);
+  if (value && !list.includes(value)) list.push(value); // a bookmarked queue that is gone
+  const key = list.join("\n");
+  if (container.dataset.names === key && container.firstChild) return;
+  container.dataset.names = key;
+  fill(container, select("queue", [["", "All queues"], ...list.map((n) => [n, n])], value, onchange));
 }
 
 /** "1–50 of 120" with previous/next buttons; `go(offset)`. */
