@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect
 
 CHROMIUM = "/usr/bin/chromium"
 INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"
@@ -25,6 +25,7 @@ FLAGS = [
 DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 TIMEOUT_MS = 10_000
+expect.set_options(timeout=TIMEOUT_MS)
 
 # Until the analytics routes exist on this branch, the page asks for them once a minute and
 # gets a 404 (it then shows "analytics not available yet"): Chromium logs each such answer.
@@ -71,7 +72,7 @@ def browser_page(browser: Browser, base_url: str, console: Console,
                  **options: Any) -> Iterator[Page]:  # fmt: skip
     """A page in a fresh browser context (its own sessionStorage) at 1280x800 unless
     `options` say otherwise; the console is checked when the block ends."""
-    context = browser.new_context(base_url=base_url, viewport=DESKTOP, **options)
+    context = browser.new_context(base_url=base_url, **{"viewport": DESKTOP, **options})
     context.set_default_timeout(TIMEOUT_MS)
     try:
         yield console.watch(context.new_page())

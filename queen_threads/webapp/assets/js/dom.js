@@ -1,11 +1,13 @@
 // Building DOM nodes: text always goes in as text (never as HTML), so data from the
 // server can never inject markup.
 
-/** h("a.link", {href: "/x", onclick}, "text", child, [more]) -> an element. */
+/** h("a.link#id", {href: "/x", onclick}, "text", child, [more]) -> an element. */
 export function h(tag, attrs, ...children) {
-  const [name, ...classes] = tag.split(".");
+  const [head, id] = tag.split("#");
+  const [name, ...classes] = head.split(".");
   const el = document.createElement(name || "div");
   if (classes.length) el.className = classes.join(" ");
+  if (id) el.id = id;
   if (attrs && (typeof attrs !== "object" || attrs instanceof Node || Array.isArray(attrs))) {
     children.unshift(attrs);
     attrs = null;

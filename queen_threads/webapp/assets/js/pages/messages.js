@@ -58,6 +58,8 @@ async function messageDetail(pid, tid, done) {
     get(`${API}/traces/${seg(pid)}/${seg(tid)}`).catch(() => ({ traces: [] })),
   ]);
   const deadIn = m.consumerGroups.filter((g) => g.deadLettered).map((g) => g.consumerGroup);
+  const queueMode = m.consumerGroups.find((g) => g.consumerGroup === "__QUEUE_MODE__");
+  const status = !queueMode ? "pending" : queueMode.deadLettered ? "dead_letter" : queueMode.status;
   const requeue = actionButton("Requeue", async () => {
     await confirmed({
       title: "Requeue this message?",
@@ -87,6 +89,7 @@ async function messageDetail(pid, tid, done) {
   });
   fill(p.body, h("div.grid.two",
     h("div", h("h3", "Headers"), kv([
+      ["Status (queue mode)", statusBadge(status)],
       ["Id", m.id], ["Transaction id", h("span.mono", m.transactionId)], ["Partition id", h("span.mono", m.partitionId)],
       ["Queue", h("a", { href: `/queues?queue=${seg(m.queue)}` }, m.queue)], ["Partition", m.partition],
       m.namespace ? ["Namespace / task", `${m.namespace} / ${m.task || "–"}`] : null,
