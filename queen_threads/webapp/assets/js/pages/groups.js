@@ -107,7 +107,7 @@ async function groupDetail(name, close, refresh) {
 export async function mount(view) {
   let filter = view.params.get("q") || "";
   let selected = view.params.get("group") || "";
-  const detailBox = h("div");
+  const detailBox = h("div.detail-box");
   const list = panel("Consumer groups", { flush: true, id: "groups" });
   const search = h("input", {
     type: "search", placeholder: "Filter by group or queue", value: filter, "aria-label": "Filter groups",
@@ -118,7 +118,7 @@ export async function mount(view) {
   function open(name) {
     selected = name;
     view.set({ group: name }, { push: true });
-    return view.refresh().then(() => detailBox.scrollIntoView({ block: "nearest" }));
+    return view.refresh().then(() => detailBox.scrollIntoView({ block: "start" }));
   }
 
   return async function refresh() {

@@ -115,7 +115,7 @@ export async function mount(view) {
   };
   const input = (key, attrs) => h("input", { ...attrs, value: key === "from" || key === "to" ? isoToLocalInput(f[key]) : f[key],
     onchange: (e) => setFilter(key, key === "from" || key === "to" ? localInputToIso(e.target.value) : e.target.value.trim()) });
-  const detailBox = h("div");
+  const detailBox = h("div.detail-box");
   const list = panel("Messages", { flush: true, id: "messages" });
   const foot = h("div.panel-body");
   list.el.append(foot);
@@ -133,7 +133,7 @@ export async function mount(view) {
     f.partitionId = pid;
     f.transactionId = tid;
     view.set({ partitionId: pid, transactionId: tid }, { push: true });
-    return showDetail().then(() => detailBox.scrollIntoView({ block: "nearest" }));
+    return showDetail().then(() => detailBox.scrollIntoView({ block: "start" }));
   }
 
   function showDetail() {

@@ -134,7 +134,7 @@ export async function mount(view) {
       draw();
     },
   });
-  const detailBox = h("div");
+  const detailBox = h("div.detail-box");
   const list = panel("All queues", { flush: true, id: "queues" });
   fill(view.el, h("div.page-head", h("h1", "Queues"), h("span.spacer"), search), detailBox,
     h("div.gap", list.el));
@@ -168,7 +168,7 @@ export async function mount(view) {
     view.set({ queue: name }, { push: true });
     draw();
     return load(detailBox, () => (name ? detail(name, () => open("")) : []), `queue ${name}`)
-      .then(() => detailBox.scrollIntoView({ block: "nearest" }));
+      .then(() => detailBox.scrollIntoView({ block: "start" }));
   }
 
   return async function refresh() {
