@@ -37,7 +37,7 @@ export async function mount(view) {
           search({ partitionId: pidInput.value.trim(), transactionId: tidInput.value.trim() });
         },
       }, field("Partition id", pidInput), field("Transaction id", tidInput), h("button", { type: "submit" }, "Show timeline"))),
-    h("div.grid.two", h("div.stack", byMessage.el, byName.el), names.el));
+    h("div.grid.two", h("div.stack", byName.el, byMessage.el), names.el));
 
   return async function refresh() {
     await Promise.all([
