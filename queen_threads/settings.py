@@ -139,6 +139,17 @@ def _paths(raw: str) -> tuple[str, ...]:
     return paths
 
 
+def _webapp_folder(raw: str) -> str:
+    """A dashboard folder: index.html and assets/ (checked at start, not at the first page)."""
+    path = raw.strip()
+    if not path:
+        return ""
+    has_index = os.path.isfile(os.path.join(path, "index.html"))
+    if not has_index or not os.path.isdir(os.path.join(path, "assets")):
+        raise ValueError(f"{path!r} is not a dashboard folder (index.html and assets/)")
+    return os.path.abspath(path)
+
+
 def _origins(raw: str) -> tuple[str, ...]:
     origins = _csv(raw)
     for origin in origins:
@@ -385,6 +396,15 @@ class Settings:
         ("*",),
         _origins,
         "Comma list of browser origins allowed to call the API, or * (any).",
+    )
+
+    # --- Dashboard (docs/dashboard.md) -------------------------------------------------
+    webapp_root: str = env(
+        "WEBAPP_ROOT",
+        "",
+        _webapp_folder,
+        "Folder of the dashboard served at / (index.html and assets/); unset: the one "
+        "shipped in the package.",
     )
 
     # --- Retention, eviction, metrics -------------------------------------------------

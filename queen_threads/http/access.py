@@ -6,6 +6,9 @@ The levels follow the original server (docs/security.md): admin > read-write > r
 `/health` and the metrics are read-only here and public through the default
 JWT_SKIP_PATHS, so a deployment can close them by leaving them out of that list.
 `/internal/api/*` takes the peer secret (QUEEN_PEER_SECRET) and never a user's token.
+The dashboard's page paths and files (`http/webapp.py`) are public whatever
+JWT_SKIP_PATHS says: they hold no data, and the page asks for a token itself when one of
+its API calls answers 401.
 """
 
 from __future__ import annotations
@@ -14,10 +17,12 @@ from enum import Enum
 from typing import Any
 
 from queen_threads.auth import Role
+from queen_threads.http.webapp import ASSETS_ROUTE, PAGES
 
 
 class Rule(Enum):
     PEER = "peer"  # the route checks QUEEN_PEER_SECRET itself; a user token never opens it
+    PUBLIC = "public"  # the dashboard's files: no token needed, none looked at
 
 
 Access = Role | Rule
@@ -88,6 +93,9 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/system/maintenance/pop": {"GET": ADMIN, "POST": ADMIN},
     # between instances
     "/internal/api/notify": {"POST": Rule.PEER},
+    # the dashboard (its API calls carry the token like any client's)
+    **{page: {"GET": Rule.PUBLIC} for page in PAGES},
+    ASSETS_ROUTE: {"GET": Rule.PUBLIC},
 }
 
 

@@ -40,7 +40,7 @@ class Authentication:
         if not auth.enabled or auth.skips(req.path):
             return
         needed = required(req.method, req.uri_template or "", resource)
-        if needed is Rule.PEER:
+        if isinstance(needed, Rule):  # the peer secret (checked by the route), or public
             return
         extra = {"request_id": getattr(req.context, "request_id", None)}
         try:

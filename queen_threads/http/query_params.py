@@ -20,6 +20,7 @@ from typing import Any
 import falcon
 
 from queen_threads.errors import UnknownQueryParameter
+from queen_threads.http.webapp import ASSETS_ROUTE, PAGES
 
 API = "/api/v1"
 NONE: frozenset[str] = frozenset()
@@ -99,6 +100,9 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/system/maintenance/pop": {"GET": NONE, "POST": NONE},
     # between instances
     "/internal/api/notify": {"POST": NONE},
+    # the dashboard: a page's URL carries its filters and selection
+    **{page: {"GET": params} for page, params in PAGES.items()},
+    ASSETS_ROUTE: {"GET": NONE},
 }
 
 

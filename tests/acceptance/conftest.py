@@ -18,8 +18,11 @@ from typing import Any, TypeVar
 import psycopg2
 import psycopg2.extensions
 import pytest
+from playwright.sync_api import Browser, sync_playwright
 from queen import Queen
 
+from tests.conftest import database_from_template
+from tests.support.browser import launch
 from tests.support.server import ServerProcess
 
 T = TypeVar("T")
@@ -92,3 +95,22 @@ def admin_conn(migrated_dsn: str) -> Iterator[psycopg2.extensions.connection]:
     conn.autocommit = True
     yield conn
     conn.close()
+
+
+# -- the dashboard's browser tests ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Browser]:
+    """Debian's Chromium under Playwright, for one test module (tests/support/browser.py)."""
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def module_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
+    """A fresh copy of the migrated template for one test module."""
+    with database_from_template(pg_admin_dsn, template_db) as dsn:
+        yield dsn

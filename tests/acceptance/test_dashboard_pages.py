@@ -1,0 +1,172 @@
+"""Every page of the dashboard, reached from the navigation bar and reloaded from its URL,
+without a console error; empty states that say what to do; readable on a phone; and a
+screenshot of each page (light at 1280x800, one phone-width, one dark).
+
+The screenshots go to a temporary folder, or to QUEEN_SCREENSHOTS_DIR (`scripts/screenshots`
+sets it to docs/images). The tests run in file order: the first sees an empty server.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.support.browser import PHONE, Console, browser_page
+from tests.support.queue_http import QueueHttp
+from tests.support.server import ServerProcess
+
+# Views worth a picture: (file name, URL, what shows once the view has its data).
+SHOTS = [
+    ("overview", "/?range=15m", "#chart-pushed[data-state=ready]"),
+    ("queues", "/queues", "#queues tbody tr"),
+    ("messages", "/messages?queue=orders&status=completed", "#messages tbody tr"),
+    ("dlq", "/dlq", "#dlq tbody tr"),
+    ("groups", "/groups?group=analytics", "#group-detail tbody tr"),
+    ("traces", "/traces?name=order-1009", "#by-name tbody tr"),
+    ("system", "/system", "#process dl"),
+]
+
+# path, heading, what shows once the page has its data
+PAGES = [
+    ("/", "Overview", "#backlog tbody tr"),
+    ("/queues", "Queues", "#queues tbody tr"),
+    ("/messages", "Messages", "#messages tbody tr"),
+    ("/dlq", "Dead letters", "#dlq tbody tr"),
+    ("/groups", "Consumer groups", "#groups tbody tr"),
+    ("/traces", "Traces", "#trace-names li"),
+    ("/system", "System", "#process dl"),
+]
+
+
+@pytest.fixture(scope="module")
+def srv(module_dsn: str) -> Iterator[ServerProcess]:
+    with ServerProcess(module_dsn, workers=2, METRICS_FLUSH_INTERVAL_S="1") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = os.environ.get("QUEEN_SCREENSHOTS_DIR")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def seeded(srv: ServerProcess) -> None:
+    """A small shop: orders in three partitions with a lagging group and dead letters,
+    invoices, e-mails, traces."""
+    api = QueueHttp(srv.url)
+    options = {"retryLimit": 3, "retryStrategy": "exponential", "retryDelay": 1000, "leaseTime": 60}
+    api.post("/configure", {"queue": "orders", "options": options})
+    for partition, count in (("eu", 60), ("us", 45), ("asia", 20)):
+        api.push("orders", [{"order": f"{partition}-{i}", "amount": 10 + i} for i in range(count)],
+                 partition)  # fmt: skip
+    for message in api.pop("orders", batch=40, consumerGroup="fulfilment"):
+        api.ack(message, consumerGroup="fulfilment")
+    for message in api.pop("orders", batch=5, consumerGroup="analytics"):
+        api.ack(message, consumerGroup="analytics")
+    delivered = api.pop("orders", batch=30)
+    for i, message in enumerate(delivered):
+        if i < 6:
+            api.ack(message, "failed", error="card declined", errorType="payment", retryable=False)
+        elif i < 9:
+            api.ack(message, "failed", error="upstream timeout (payments:443)", retryable=False)
+        else:
+            api.ack(message)
+        api.post("/traces", {"transactionId": message["transactionId"],
+                             "partitionId": message["partitionId"],
+                             "traceNames": [f"order-{1000 + i}"], "eventType": "processing",
+                             "data": {"step": "charged" if i >= 9 else "declined"}})  # fmt: skip
+    api.push("billing.invoices", [{"invoice": i} for i in range(12)])
+    api.push("emails", [{"to": f"user{i}@example.com"} for i in range(30)], "welcome")
+    api.pop("emails", batch=10)  # in flight
+    api.close()
+
+
+def test_empty_states_say_what_to_do(chromium: Browser, srv: ServerProcess) -> None:
+    with browser_page(chromium, srv.url, Console()) as page:
+        page.goto("/queues")
+        expect(page.locator("#queues .empty")).to_contain_text("No queues yet")
+        expect(page.locator("#queues .empty pre")).to_contain_text("/api/v1/push")
+        page.goto("/dlq")
+        expect(page.locator("#dlq .empty")).to_contain_text("The dead-letter queue is empty")
+        page.goto("/groups")
+        expect(page.locator("#groups .empty")).to_contain_text("pops with a consumerGroup")
+        page.goto("/traces")
+        expect(page.locator("#trace-names .empty")).to_contain_text("No traces yet")
+
+
+def wait_for_data(page: Page, heading: str, ready: str) -> None:
+    expect(page.locator("h1")).to_have_text(heading)
+    expect(page.locator(ready).first).to_be_visible()
+    expect(page.locator(".notice.error")).to_have_count(0)
+
+
+def test_every_page_from_the_nav_bar_and_from_its_url(
+    chromium: Browser, srv: ServerProcess, seeded: None
+) -> None:
+    with browser_page(chromium, srv.url, Console()) as page:
+        page.goto("/")
+        for path, heading, ready in PAGES:
+            page.locator("#nav").get_by_role("link", name=heading, exact=True).click()
+            expect(page).to_have_url(f"{srv.url}{path}")
+            expect(page.locator('#nav a[aria-current="page"]')).to_have_text(heading)
+            wait_for_data(page, heading, ready)
+            page.reload()
+            wait_for_data(page, heading, ready)
+        page.go_back()  # history works between pages
+        expect(page.locator("h1")).to_have_text("Traces")
+
+
+def test_a_picture_of_each_page(
+    chromium: Browser, srv: ServerProcess, seeded: None, shots: Path
+) -> None:
+    with browser_page(chromium, srv.url, Console()) as page:
+        for name, url, ready in SHOTS:
+            page.goto(url)
+            expect(page.locator(ready).first).to_be_visible()
+            if name == "messages":  # open one
+                page.locator("#messages tbody tr").first.click()
+                expect(page.locator("#message-detail .timeline li").first).to_be_visible()
+            expect(page.locator(".notice.error")).to_have_count(0)
+            page.screenshot(path=shots / f"dashboard-{name}.png")
+
+
+def test_a_phone_shows_the_pages_without_sideways_scrolling(
+    chromium: Browser, srv: ServerProcess, seeded: None, shots: Path
+) -> None:
+    with browser_page(chromium, srv.url, Console(), viewport=PHONE) as page:
+        for path, heading, ready in PAGES:
+            page.goto(path)
+            wait_for_data(page, heading, ready)
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], f"{path} is {width}px wide on a 390px phone"
+        page.goto("/")
+        wait_for_data(page, "Overview", "#backlog tbody tr")
+        page.screenshot(path=shots / "dashboard-phone.png", full_page=True)
+
+
+def test_dark_theme_by_the_system_and_by_the_toggle(
+    chromium: Browser, srv: ServerProcess, seeded: None, shots: Path
+) -> None:
+    background = "getComputedStyle(document.body).backgroundColor"
+    with browser_page(chromium, srv.url, Console(), color_scheme="dark") as page:
+        page.goto("/queues?queue=orders")
+        wait_for_data(page, "Queues", "#queue-detail #partitions tbody tr")
+        assert page.evaluate(background) == "rgb(17, 18, 20)"
+        page.screenshot(path=shots / "dashboard-dark.png")
+    with browser_page(chromium, srv.url, Console(), color_scheme="light") as page:
+        page.goto("/")
+        assert page.evaluate(background) == "rgb(246, 247, 249)"
+        toggle = page.locator('#tools button[title^="Theme"]')
+        toggle.click()  # auto -> light
+        toggle.click()  # light -> dark
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        assert page.evaluate(background) == "rgb(17, 18, 20)"
+        page.reload()  # remembered
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
