@@ -8,7 +8,6 @@ Chromium fails the test with the command that installs it; nothing is skipped.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,10 +25,6 @@ DESKTOP = {"width": 1280, "height": 800}
 PHONE = {"width": 390, "height": 844}
 TIMEOUT_MS = 10_000
 expect.set_options(timeout=TIMEOUT_MS)
-
-# Until the analytics routes exist on this branch, the page asks for them once a minute and
-# gets a 404 (it then shows "analytics not available yet"): Chromium logs each such answer.
-ANALYTICS = re.compile(r"/api/v1/(status/analytics|analytics/)")
 
 
 def launch(playwright: Playwright) -> Browser:
@@ -59,8 +54,6 @@ class Console:
         self.errors.append(f"{message.text} ({url})")
 
     def _expected(self, text: str, url: str) -> bool:
-        if "status of 404" in text and ANALYTICS.search(url):
-            return True
         return any(f"status of {status}" in text for status in self.allowed_statuses)
 
     def assert_clean(self) -> None:
