@@ -92,7 +92,8 @@ SELECT count(*) > 0 FROM gone;
 
 -- name: admin_dlq_list
 -- Dead-letter rows, newest failure first, one page of them plus the total under the same
--- filters (from/to bound failed_at).
+-- filters (from/to bound failed_at; error: case-insensitive substring of the error text,
+-- as POST /dlq/requeue matches it).
 WITH f AS (
     SELECT d.id AS dlq_id, d.consumer_group, d.error_message, d.retry_count, d.failed_at,
            d.error_type, d.attempts, m.id AS mid, m.transaction_id, m.partition_id, m.payload, m.trace_id,
@@ -106,6 +107,8 @@ WITH f AS (
        AND (%(group)s::text IS NULL OR d.consumer_group = %(group)s::text)
        AND (%(from_ts)s::timestamptz IS NULL OR d.failed_at >= %(from_ts)s::timestamptz)
        AND (%(to_ts)s::timestamptz IS NULL OR d.failed_at <= %(to_ts)s::timestamptz)
+       AND (%(error)s::text IS NULL
+            OR strpos(lower(coalesce(d.error_message, '')), lower(%(error)s::text)) > 0)
 ), page AS (
     SELECT * FROM f ORDER BY failed_at DESC, mid DESC, consumer_group
      LIMIT %(limit)s OFFSET %(offset)s

@@ -49,7 +49,7 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
     # messages and dead letters
-    f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup"}},
+    f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},
     f"{API}/messages": {
         "GET": PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}

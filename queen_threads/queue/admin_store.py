@@ -54,9 +54,10 @@ class AdminStore:
         to_ts: datetime | None,
         limit: int,
         offset: int,
+        error: str | None = None,
     ) -> dict[str, Any]:
         page: dict[str, Any] = self.db.json("admin_dlq_list", {
-            "queue": queue, "partition": partition, "group": group,
+            "queue": queue, "partition": partition, "group": group, "error": error,
             "from_ts": from_ts, "to_ts": to_ts, "limit": limit, "offset": offset,
         })  # fmt: skip
         page["messages"] = [self._plain(m) for m in page["messages"]]

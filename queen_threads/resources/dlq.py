@@ -10,14 +10,26 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.errors import ValidationError
 from queen_threads.http.connection import client_gone
 from queen_threads.http.params import name_param, page, time_range
-from queen_threads.http.request import json_object, media
+from queen_threads.http.request import json_object, media, str_param
 from queen_threads.http.requeue_body import requeue_plan
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.dlq_requeue import DlqRequeuer
 
 DEFAULT_LIMIT = 100
+MAX_ERROR_FILTER = 1000
+
+
+def error_filter(req: falcon.Request) -> str | None:
+    """`error`: a case-insensitive substring of the dead-letter rows' error text."""
+    value = str_param(req, "error")
+    if value is None or value == "":
+        return None
+    if len(value) > MAX_ERROR_FILTER:
+        raise ValidationError(f"error must be at most {MAX_ERROR_FILTER} characters")
+    return value
 
 
 class DeadLetters:
@@ -32,6 +44,7 @@ class DeadLetters:
             partition=name_param(req, "partition", "Partition"),
             group=name_param(req, "consumerGroup", "Consumer group"),
             from_ts=start, to_ts=end, limit=limit, offset=offset,
+            error=error_filter(req),
         ))  # fmt: skip
 
 

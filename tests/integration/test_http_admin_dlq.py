@@ -92,6 +92,19 @@ def test_dlq_filters_queue_partition_group_and_time(admin: AdminApi) -> None:
     assert data(**{"from": "2030-01-01T00:00:00Z"}) == []
 
 
+def test_dlq_filters_by_error_text_case_insensitively_with_a_true_total(admin: AdminApi) -> None:
+    """`error` is applied by the server (a substring of the error text, any case), so the
+    total and the pages count only what matches, as POST /dlq/requeue selects it."""
+    admin.dead_letter("fe", ["t1", "t2"], error="Upstream TIMEOUT (payments:443)")
+    admin.dead_letter("fe", ["c1"], error="card declined")
+    body = admin.get("/dlq", queue="fe", error="timeout", limit="1").json
+    assert body["total"] == 2 and len(body["messages"]) == 1
+    assert "TIMEOUT" in body["messages"][0]["errorMessage"]
+    assert admin.get("/dlq", queue="fe", error="100% off").json["total"] == 0
+    assert admin.get("/dlq", queue="fe", error="").json["total"] == 3
+    assert admin.get("/dlq", error="x" * 1001).status_code == 400
+
+
 def test_dlq_decrypts_encrypted_payloads(make_admin: Callable[..., AdminApi]) -> None:
     admin = make_admin(QUEEN_ENCRYPTION_KEY=KEY)
     admin.dead_letter("secret", [{"card": "4111"}], encryptionEnabled=True)
