@@ -66,6 +66,15 @@ def name_param(req: falcon.Request, name: str, what: str) -> str | None:
     return v.optional_name(str_param(req, name), what)
 
 
+def scope_filters(req: falcon.Request) -> dict[str, str | None]:
+    """The optional `queue`, `namespace` and `task` filters of the listing and chart routes."""
+    return {
+        "queue": name_param(req, "queue", "Queue"),
+        "namespace": name_param(req, "namespace", "Namespace"),
+        "task": name_param(req, "task", "Task"),
+    }
+
+
 def message_key(partition_id: str, transaction_id: str) -> tuple[str, str]:
     """Validated (partitionId, transactionId) from a path."""
     pid = v.uuid_str(partition_id, "partitionId")

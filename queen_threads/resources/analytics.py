@@ -19,7 +19,7 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import window
-from queen_threads.http.params import name_param, page
+from queen_threads.http.params import name_param, page, scope_filters
 from queen_threads.http.request import media, str_param
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.analytics_store import AnalyticsStore
@@ -43,11 +43,7 @@ class _Chart:
 class StatusAnalytics(_Chart):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         w = window(req)
-        filters = {
-            "queue": name_param(req, "queue", "Queue"),
-            "namespace": name_param(req, "namespace", "Namespace"),
-            "task": name_param(req, "task", "Task"),
-        }
+        filters = scope_filters(req)
         body = self.store.queue_series(w.params(), **filters)
         media(resp, {**w.frame(), "filters": filters, **body})
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.http.params import name_param, page
+from queen_threads.http.params import page, scope_filters
 from queen_threads.http.request import media
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
@@ -50,12 +50,7 @@ class Partitions:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         limit, offset = page(req, 100)
-        media(resp, self.store.partitions(
-            queue=name_param(req, "queue", "Queue"),
-            namespace=name_param(req, "namespace", "Namespace"),
-            task=name_param(req, "task", "Task"),
-            limit=limit, offset=offset,
-        ))  # fmt: skip
+        media(resp, self.store.partitions(**scope_filters(req), limit=limit, offset=offset))
 
 
 class Namespaces:

@@ -23,7 +23,7 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import default_range
-from queen_threads.http.params import iso_z, name_param, page
+from queen_threads.http.params import iso_z, name_param, page, scope_filters
 from queen_threads.http.request import media
 from queen_threads.runtime import Runtime
 
@@ -53,11 +53,7 @@ class _Status:
 class Status(_Status):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         w = window(req)
-        filters = {
-            "queue": name_param(req, "queue", "Queue"),
-            "namespace": name_param(req, "namespace", "Namespace"),
-            "task": name_param(req, "task", "Task"),
-        }
+        filters = scope_filters(req)
         body = self.store.status("status_summary", {**w, **filters})
         seconds = max((w["to_ts"] - w["from_ts"]).total_seconds(), 1e-9)
         throughput = body["throughput"]

@@ -4,7 +4,6 @@ prunes under its advisory lock, and what each chart route answers."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -20,6 +19,7 @@ from queen_threads.background.metrics_job import MetricsJob
 from queen_threads.runtime import Runtime
 from tests.integration.conftest import AdminApi
 from tests.integration.test_status import iso
+from tests.support.exclusive import race_run_once
 
 QUIET = {"METRICS_FLUSH_INTERVAL_S": "3600"}  # the tests flush and sample themselves
 
@@ -273,18 +273,7 @@ def test_only_one_process_runs_the_sample_at_a_time(world: World, migrated_dsn: 
         holder.close()
     assert world.api.sql("SELECT count(*) FROM queen.metrics_queue_minutes") == [(0,)]
 
-    barrier = threading.Barrier(len(services))
-    outcomes: list[str] = []
-
-    def turn(svc: ExclusiveService) -> None:
-        barrier.wait()
-        outcomes.append(svc.run_once().status)
-
-    threads = [threading.Thread(target=turn, args=(s,)) for s in services]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = race_run_once(services)
     assert outcomes.count("ran") == 1
     assert set(outcomes) <= {"ran", "locked", "not_due"}
     assert world.api.sql("SELECT runs FROM queen.service_runs WHERE service = 'metrics'") == [(1,)]

@@ -28,6 +28,7 @@ from queen_threads.background.retention import (
 from queen_threads.db import Database
 from queen_threads.queue.store import QueueStore
 from queen_threads.runtime import Runtime
+from tests.support.exclusive import race_run_once
 
 QM = "__QUEUE_MODE__"
 
@@ -466,18 +467,7 @@ def test_simultaneous_turns_run_the_job_once(world: World, migrated_dsn: str) ->
         ExclusiveService(migrated_dsn, RetentionJob(3, 30, 90), 60.0, owner=f"p{i}")
         for i in range(4)
     ]
-    barrier = threading.Barrier(len(services))
-    outcomes: list[str] = []
-
-    def turn(svc: ExclusiveService) -> None:
-        barrier.wait()
-        outcomes.append(svc.run_once().status)
-
-    threads = [threading.Thread(target=turn, args=(s,)) for s in services]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = race_run_once(services)
     assert outcomes.count("ran") == 1
     assert set(outcomes) <= {"ran", "locked", "not_due"}
     assert sum(world.history(q, "retention")) == 30
