@@ -7,6 +7,12 @@ import { num } from "./format.js";
 import { cssVar } from "./theme.js";
 
 const HEIGHT = 170;
+const FILL_ALPHA = 0.13;
+
+/** "rgb(r, g, b)" (a resolved theme colour) at FILL_ALPHA, for the area under a line. */
+function translucent(rgb) {
+  return rgb.replace(/^rgb\((.*)\)$/, `rgba($1, ${FILL_ALPHA})`);
+}
 
 function options(width, series) {
   const text = cssVar("--muted");
@@ -19,7 +25,7 @@ function options(width, series) {
     scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max * 1.15)] } },
     axes: [axis, { ...axis, size: 44, values: (u, ticks) => ticks.map((t) => num(t)) }],
     series: [{}, ...series.map(({ label, color }, i) => ({
-      label, stroke: cssVar(color), width: 2, fill: i === 0 ? `${cssVar(color)}22` : undefined,
+      label, stroke: cssVar(color), width: 2, fill: i === 0 ? translucent(cssVar(color)) : undefined,
       points: { show: false },
     }))],
   };

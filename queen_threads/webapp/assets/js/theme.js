@@ -33,7 +33,15 @@ export function themeButton() {
   return button;
 }
 
-/** A CSS variable of the theme in force (for the charts' canvas). */
+let probe = null;
+
+/** A colour variable of the theme in force, resolved to rgb() for the charts' canvas (the
+ *  variables hold light-dark(...), which only an element's computed colour resolves). */
 export function cssVar(name) {
-  return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
+  if (!probe) {
+    probe = h("span", { "aria-hidden": "true", hidden: true });
+    document.body.append(probe);
+  }
+  probe.style.color = `var(${name})`;
+  return getComputedStyle(probe).color;
 }
