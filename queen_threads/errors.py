@@ -38,6 +38,10 @@ class NotFound(QueenError):
     """The addressed resource does not exist (answered 404)."""
 
 
+class Conflict(QueenError):
+    """The request contradicts the current state (answered 409)."""
+
+
 class PayloadTooLarge(QueenError):
     """The request body is over MAX_BODY_SIZE (answered 413)."""
 

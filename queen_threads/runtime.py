@@ -42,6 +42,8 @@ from queen_threads.queue.analytics_store import AnalyticsStore
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
+from queen_threads.queue.stream_store import StreamStore
+from queen_threads.queue.streams import Streams
 from queen_threads.settings import Settings
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
@@ -106,8 +108,13 @@ class Runtime:
         )
         self.queues = QueueService(self.store, self.polling)
         self.queues.on_push_results = count_buffered
+        # Streams wait on the same response queues; pushes into their sources wake them.
+        self.streams = Streams(
+            settings, StreamStore(self.db, self.store), self.polling.responses, self.worker_id
+        )
+        self.queues.sinks.append(lambda event: self.streams.on_event(event, "push"))
         self.peers = PeerService(
-            self.polling.on_event,
+            self._on_peer_event,
             http_peers=settings.peers,
             udp_peers=settings.udp_peers,
             udp_port=settings.udp_notify_port,
@@ -175,6 +182,7 @@ class Runtime:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
         self.auth.start()
         self.polling.start()
+        self.streams.start()
         if self.settings.listen_notify:
             self.listener.start()
         self.peers.start()
@@ -190,9 +198,16 @@ class Runtime:
         """A NOTIFY from any process; this process's own were acted on when sent."""
         if not self.notifier.is_own(event):
             self.polling.on_event(event)
+            self.streams.on_event(event)
+
+    def _on_peer_event(self, event: dict[str, Any], source: str = "notify") -> None:
+        """A notification from a peer instance (or a sibling process relaying one)."""
+        self.polling.on_event(event, source)
+        self.streams.on_event(event, source)
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
+        self.streams.polling.pool.wake_all("notify")
 
     def _ensure_schema(self) -> None:
         """Apply migrations; while the database is down keep trying in the background
@@ -251,6 +266,7 @@ class Runtime:
             self._stopping.set()
             self._schema_retry.set()
             self.polling.stop(timeout=1.0)
+            self.streams.stop(timeout=1.0)
             self.listener.stop()
             self.peers.stop()
             self.notifier.stop()

@@ -45,6 +45,16 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/ack/batch": {"POST": RW},
     f"{API}/transaction": {"POST": RW},
     f"{API}/lease/{{leaseId}}/extend": {"POST": RW},
+    # streams: consuming is read-write, reading read-only, deleting admin
+    f"{API}/stream/define": {"POST": RW},
+    f"{API}/stream/poll": {"POST": RW},
+    f"{API}/stream/ack": {"POST": RW},
+    f"{API}/stream/renew-lease": {"POST": RW},
+    f"{API}/stream/seek": {"POST": RW},
+    f"{API}/resources/streams": {"GET": RO},
+    f"{API}/resources/streams/stats": {"GET": RO},
+    f"{API}/resources/streams/{{name}}": {"GET": RO, "DELETE": ADMIN},
+    f"{API}/resources/streams/{{name}}/consumers": {"GET": RO},
     # messages and dead letters
     f"{API}/dlq": {"GET": RO},
     f"{API}/dlq/requeue": {"POST": RW},

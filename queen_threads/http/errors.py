@@ -10,6 +10,7 @@ import orjson
 
 from queen_threads.errors import (
     AuthenticationFailed,
+    Conflict,
     DatabaseError,
     Forbidden,
     NotFound,
@@ -26,6 +27,7 @@ _STATUS: list[tuple[type[QueenError], int]] = [
     (AuthenticationFailed, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (Conflict, 409),
     (PayloadTooLarge, 413),
     (Unavailable, 503),
     (DatabaseError, 500),

@@ -48,6 +48,16 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/ack/batch": {"POST": NONE},
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # streams
+    f"{API}/stream/define": {"POST": NONE},
+    f"{API}/stream/poll": {"POST": NONE},
+    f"{API}/stream/ack": {"POST": NONE},
+    f"{API}/stream/renew-lease": {"POST": NONE},
+    f"{API}/stream/seek": {"POST": NONE},
+    f"{API}/resources/streams": {"GET": frozenset({"namespace"})},
+    f"{API}/resources/streams/stats": {"GET": NONE},
+    f"{API}/resources/streams/{{name}}": {"GET": NONE, "DELETE": NONE},
+    f"{API}/resources/streams/{{name}}/consumers": {"GET": NONE},
     # messages and dead letters
     f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},

@@ -1,0 +1,199 @@
+"""Stream routes: POST /api/v1/stream/{define,poll,ack,renew-lease,seek} and the admin
+reads under /api/v1/resources/streams (docs/streams.md).
+
+A stream poll with a timeout waits the way a `wait=true` pop does: a StreamPollIntention in
+the stream registry, answered by a stream poll worker (queue/stream_polling.py) with the
+first ready window, or 204 at its deadline. A window whose answer could not be written
+(the client left) is given back at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import falcon
+
+from queen_threads.errors import Conflict, NotFound, Unavailable, ValidationError
+from queen_threads.http import stream_body
+from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
+from queen_threads.http.params import name_param
+from queen_threads.http.request import json_object, media
+from queen_threads.polling import PollingError, StreamPollRequest
+from queen_threads.runtime import Runtime
+
+NOT_FOUND = "Stream not found"
+
+
+def _stream_not_found(name: str) -> NotFound:
+    return NotFound(f"{NOT_FOUND}: {name}")
+
+
+class Define:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        definition = stream_body.define_body(json_object(req, self.runtime.settings.max_body_size))
+        result = self.runtime.streams.store.define(definition)
+        error = result.get("error")
+        if error == "sources_not_found":
+            raise NotFound(f"Source queue(s) not found: {', '.join(result['missing'])}")
+        if error == "conflict":
+            raise Conflict(
+                f"Stream {definition['name']} exists with other options and has consumers; "
+                "delete it first (DELETE /api/v1/resources/streams/{name})"
+            )
+        media(resp, result, 201 if result["created"] else 200)
+
+
+class Poll:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s = self.runtime.settings
+        poll = stream_body.poll_body(
+            json_object(req, s.max_body_size), s.default_timeout_ms, s.max_timeout_ms
+        )
+        if self.runtime.maintenance.pop_on:  # pop maintenance: nothing is handed out
+            resp.status = 204
+            return
+        self.runtime.require_database()
+        streams = self.runtime.streams
+        sources = streams.store.sources(poll.stream)
+        if sources is None:
+            raise _stream_not_found(poll.stream)
+        request = StreamPollRequest(poll.stream, poll.consumer_group, sources)
+        if poll.timeout_ms == 0:
+            self._once(resp, request)
+            return
+        intention = streams.intention(request, poll.timeout_ms, uuid.uuid4().hex)
+        try:
+            answer = streams.wait(
+                intention,
+                lambda: client_gone(req.env),
+                lambda nudge: watch_readable(req.env, nudge),
+            )
+        except PollingError as exc:
+            raise Unavailable(f"Server is busy with waiting stream polls ({exc})", 1) from exc
+        if answer is None or answer.status != 200 or not answer.body:
+            resp.status = 204
+            return
+        leases = list(answer.lease_ids)
+        if client_gone(req.env) or self.runtime.maintenance.pop_on:
+            streams.release(leases)
+            resp.status = 204
+            return
+        resp.status = 200
+        resp.content_type = falcon.MEDIA_JSON
+        resp.content_length = len(answer.body)
+        resp.stream = TrackedBody(answer.body, lambda: streams.release(leases))
+
+    def _once(self, resp: falcon.Response, request: StreamPollRequest) -> None:
+        """timeout 0: one look, no waiting."""
+        result = self.runtime.streams.poll_once(request)
+        if result is None:
+            resp.status = 204
+            return
+        media(resp, result)
+
+
+class Ack:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = stream_body.ack_body(json_object(req, self.runtime.settings.max_body_size))
+        result = self.runtime.streams.ack(body["leaseId"], body["success"])
+        if result.get("error"):
+            expired = " (expired)" if result.get("expired") else ""
+            raise ValidationError(f"Invalid lease{expired}: {body['leaseId']}")
+        media(resp, result)
+
+
+class RenewLease:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = stream_body.renew_body(json_object(req, self.runtime.settings.max_body_size))
+        result = self.runtime.streams.store.renew(body["leaseId"], body["extendMs"])
+        if result is None:
+            raise NotFound(f"Lease not found or expired: {body['leaseId']}")
+        media(resp, result)
+
+
+class Seek:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = stream_body.seek_body(json_object(req, self.runtime.settings.max_body_size))
+        result = self.runtime.streams.seek(body)
+        if result is None:
+            raise _stream_not_found(body["stream"])
+        media(resp, result)
+
+
+class StreamList:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        namespace = name_param(req, "namespace", "Namespace")
+        media(resp, {"streams": self.runtime.streams.store.list(namespace)})
+
+
+class StreamStats:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        stats = self.runtime.streams.store.stats()
+        stats["waitingPolls"] = self.runtime.streams.registry.size()
+        media(resp, stats)
+
+
+class Stream:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        detail = self.runtime.streams.store.detail(name)
+        if detail is None:
+            raise _stream_not_found(name)
+        media(resp, detail)
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        if not self.runtime.streams.store.delete(name):
+            raise _stream_not_found(name)
+        media(resp, {"deleted": True, "stream": name})
+
+
+class StreamConsumers:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        consumers = self.runtime.streams.store.consumers(name)
+        if consumers is None:
+            raise _stream_not_found(name)
+        media(resp, {"stream": name, "consumers": consumers})
+
+
+def register(app: falcon.App, runtime: Runtime, api: str) -> None:
+    """Add the stream routes under `api` (e.g. /api/v1)."""
+    routes: list[tuple[str, object]] = [
+        ("/stream/define", Define(runtime)),
+        ("/stream/poll", Poll(runtime)),
+        ("/stream/ack", Ack(runtime)),
+        ("/stream/renew-lease", RenewLease(runtime)),
+        ("/stream/seek", Seek(runtime)),
+        ("/resources/streams", StreamList(runtime)),
+        ("/resources/streams/stats", StreamStats(runtime)),
+        ("/resources/streams/{name}", Stream(runtime)),
+        ("/resources/streams/{name}/consumers", StreamConsumers(runtime)),
+    ]
+    for path, resource in routes:
+        app.add_route(f"{api}{path}", resource)
+

@@ -1,0 +1,517 @@
+-- Streams: define, poll (find and lease ready windows), ack, renew, seek, release.
+-- Tables and the model: schema/migrations/0008_streams.sql; the rules: docs/streams.md.
+--
+-- Time windows are aligned to the epoch in whole milliseconds: a tumbling window of D ms
+-- is [k*D, (k+1)*D); a sliding window of D ms every S ms is [k*S, k*S + D). Empty windows
+-- are skipped: a key's next window is the first one, at or after its offset, holding a
+-- message. It is ready when the watermark (newest created_at) of its source queue (every
+-- source queue for the '__GLOBAL__' key) is at or past end + grace. A count window is the
+-- next N messages after the offset in (created_at, id) order, ready when all N exist.
+--
+-- Locks: the offset row of (stream, group, key) first, then its lease row, everywhere;
+-- a check that is not going to lease anything takes no lock and writes nothing (an idle
+-- stream poll costs reads only).
+
+CREATE OR REPLACE FUNCTION queen._stream_ts(p_ms numeric) RETURNS timestamptz
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT to_timestamp(p_ms::double precision / 1000)
+$$;
+
+CREATE OR REPLACE FUNCTION queen._stream_ms(p_ts timestamptz) RETURNS numeric
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT extract(epoch FROM p_ts) * 1000
+$$;
+
+-- The definition as the API shows it (the define body's names).
+CREATE OR REPLACE FUNCTION queen._stream_json(s queen.streams) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'id', s.id,
+        'name', s.name,
+        'namespace', s.namespace,
+        'partitioned', s.partitioned,
+        'window_type', s.window_type,
+        'window_duration_ms', s.window_duration_ms,
+        'window_slide_ms', CASE WHEN s.window_type = 'sliding' THEN s.window_slide_ms END,
+        'window_size_count', s.window_size_count,
+        'window_grace_period_ms', s.window_grace_period_ms,
+        'window_lease_timeout_ms', s.window_lease_timeout_ms,
+        'source_queue_names', coalesce((
+            SELECT jsonb_agg(q.name ORDER BY q.name)
+              FROM queen.stream_sources ss JOIN queen.queues q ON q.id = ss.queue_id
+             WHERE ss.stream_id = s.id), '[]'::jsonb),
+        'created_at', queen._iso_us(s.created_at),
+        'updated_at', queen._iso_us(s.updated_at))
+$$;
+
+-- The keys of a stream: one per source partition, or '__GLOBAL__'.
+CREATE OR REPLACE FUNCTION queen._stream_keys(s queen.streams)
+RETURNS TABLE (stream_key text, partition_id uuid)
+LANGUAGE sql STABLE AS $$
+    SELECT p.id::text, p.id
+      FROM queen.stream_sources ss JOIN queen.partitions p ON p.queue_id = ss.queue_id
+     WHERE s.partitioned AND ss.stream_id = s.id
+    UNION ALL
+    SELECT '__GLOBAL__', NULL::uuid WHERE NOT s.partitioned
+    ORDER BY 1
+$$;
+
+-- The partitions whose messages make up a key.
+CREATE OR REPLACE FUNCTION queen._stream_key_partitions(s queen.streams, p_pid uuid)
+RETURNS uuid[]
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN p_pid IS NOT NULL THEN ARRAY[p_pid] ELSE
+        (SELECT coalesce(array_agg(p.id), '{}')
+           FROM queen.stream_sources ss JOIN queen.partitions p ON p.queue_id = ss.queue_id
+          WHERE ss.stream_id = s.id) END
+$$;
+
+-- How far the sources of a key have got: the newest created_at of the partition's queue,
+-- or for '__GLOBAL__' the oldest of the source queues' newest (NULL while one is empty).
+CREATE OR REPLACE FUNCTION queen._stream_watermark(s queen.streams, p_pid uuid)
+RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+    SELECT CASE WHEN bool_and(w.mark IS NOT NULL) THEN min(w.mark) END
+      FROM (SELECT (SELECT max(pl.last_message_created_at)
+                      FROM queen.partition_lookup pl WHERE pl.queue_id = ss.queue_id) AS mark
+              FROM queen.stream_sources ss
+             WHERE ss.stream_id = s.id
+               AND (p_pid IS NULL
+                    OR ss.queue_id = (SELECT p.queue_id FROM queen.partitions p
+                                       WHERE p.id = p_pid))) w
+$$;
+
+-- A window with its messages, as a stream poll answers it.
+CREATE OR REPLACE FUNCTION queen._stream_window_json(s queen.streams, l queen.stream_leases)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'id', l.window_id,
+        'leaseId', l.lease_id,
+        'stream', s.name,
+        'consumerGroup', l.consumer_group,
+        'key', l.stream_key,
+        'start', queen._iso_us(l.window_start),
+        'end', queen._iso_us(l.window_end),
+        'leaseExpiresAt', queen._iso_us(l.lease_expires_at),
+        'deliveryCount', l.delivery_count,
+        'messages', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'id', m.id::text,
+                       'transactionId', m.transaction_id,
+                       'partitionId', m.partition_id,
+                       'partition', p.name,
+                       'queue', q.name,
+                       'data', m.payload,
+                       'traceId', m.trace_id,
+                       'producerSub', m.producer_sub,
+                       'createdAt', queen._iso_us(m.created_at),
+                       'isEncrypted', m.is_encrypted) ORDER BY m.created_at, m.id)
+              FROM queen.messages m
+              JOIN queen.partitions p ON p.id = m.partition_id
+              JOIN queen.queues q ON q.id = p.queue_id
+             WHERE m.partition_id = ANY(queen._stream_key_partitions(
+                       s, CASE WHEN l.stream_key = '__GLOBAL__' THEN NULL
+                               ELSE l.stream_key::uuid END))
+               AND CASE WHEN l.first_id IS NULL
+                        THEN m.created_at >= l.window_start AND m.created_at < l.window_end
+                        ELSE (m.created_at, m.id) >= (l.first_at, l.first_id)
+                         AND (m.created_at, m.id) <= (l.last_at, l.last_id) END),
+            '[]'::jsonb))
+$$;
+
+-- One key of one group: lease its next window if it is ready. Returns {window, redelivered}
+-- when leased, else {wakeInMs} (no push before that many ms can make it ready; absent:
+-- any push may), or NULL when only an ack or a lease expiry can change anything.
+CREATE OR REPLACE FUNCTION queen._stream_try_key(
+    s queen.streams, p_group text, p_key text, p_pid uuid, p_lease uuid)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now    timestamptz := clock_timestamp();
+    o        queen.stream_consumer_offsets;
+    l        queen.stream_leases;
+    v_parts  uuid[];
+    v_dur    numeric := s.window_duration_ms;
+    v_slide  numeric := CASE WHEN s.window_type = 'sliding' THEN s.window_slide_ms
+                             ELSE s.window_duration_ms END;
+    v_t      timestamptz;
+    v_cs     numeric;
+    v_ws     numeric;
+    v_start  timestamptz;
+    v_end    timestamptz;
+    v_mark   timestamptz;
+    v_ready  timestamptz;
+    w        record;
+    v_cur_at timestamptz;
+    v_cur_id bigint;
+    v_first_at timestamptz;
+    v_first_id bigint;
+    v_last_at  timestamptz;
+    v_last_id  bigint;
+    v_count    integer;
+BEGIN
+    SELECT * INTO o FROM queen.stream_consumer_offsets
+     WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key;
+    v_cur_at := o.cursor_at;
+    v_cur_id := coalesce(o.cursor_id, 0);
+    SELECT * INTO l FROM queen.stream_leases
+     WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key;
+    IF FOUND THEN
+        IF l.lease_expires_at > v_now THEN
+            RETURN jsonb_build_object('wakeInMs',
+                ceil(queen._stream_ms(l.lease_expires_at) - queen._stream_ms(v_now)));
+        END IF;
+        -- Expired: the same window again, to whoever asks now.
+        PERFORM 1 FROM queen.stream_consumer_offsets
+          WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key
+          FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN NULL;  -- another check or an ack holds the key right now
+        END IF;
+        UPDATE queen.stream_leases
+           SET lease_id = p_lease, delivery_count = delivery_count + 1, leased_at = v_now,
+               lease_expires_at = v_now + s.window_lease_timeout_ms * interval '1 millisecond'
+         WHERE lease_id = l.lease_id AND lease_expires_at <= v_now
+        RETURNING * INTO l;
+        IF NOT FOUND THEN
+            RETURN NULL;
+        END IF;
+        RETURN jsonb_build_object('window', queen._stream_window_json(s, l), 'redelivered', true);
+    END IF;
+
+    v_parts := queen._stream_key_partitions(s, p_pid);
+    IF s.window_type = 'count' THEN
+        SELECT count(*)::integer AS n,
+               min(x.created_at) FILTER (WHERE x.rn = 1) AS first_at,
+               min(x.id) FILTER (WHERE x.rn = 1) AS first_id,
+               max(x.created_at) FILTER (WHERE x.rn = s.window_size_count) AS last_at,
+               max(x.id) FILTER (WHERE x.rn = s.window_size_count) AS last_id
+          INTO w
+          FROM (SELECT y.created_at, y.id, row_number() OVER (ORDER BY y.created_at, y.id) AS rn
+                  FROM unnest(v_parts) AS k(pid)
+                  CROSS JOIN LATERAL (
+                        SELECT m.created_at, m.id FROM queen.messages m
+                         WHERE m.partition_id = k.pid
+                           AND (m.created_at, m.id)
+                             > (coalesce(v_cur_at, '-infinity'::timestamptz), v_cur_id)
+                         ORDER BY m.created_at, m.id
+                         LIMIT s.window_size_count) y
+                 ORDER BY y.created_at, y.id
+                 LIMIT s.window_size_count) x;
+        IF w.n < s.window_size_count THEN
+            RETURN '{}'::jsonb;  -- the next push may complete it
+        END IF;
+        v_first_at := w.first_at;
+        v_first_id := w.first_id;
+        v_last_at := w.last_at;
+        v_last_id := w.last_id;
+        v_count := w.n;
+        v_start := w.first_at;
+        v_end := w.last_at;
+    ELSE
+        v_cs := ceil(queen._stream_ms(v_cur_at) / v_slide) * v_slide;  -- NULL: from the start
+        SELECT min(y.created_at) INTO v_t
+          FROM unnest(v_parts) AS k(pid)
+          CROSS JOIN LATERAL (
+                SELECT m.created_at FROM queen.messages m
+                 WHERE m.partition_id = k.pid
+                   AND m.created_at >= coalesce(queen._stream_ts(v_cs), '-infinity')
+                 ORDER BY m.created_at LIMIT 1) y;
+        IF v_t IS NULL THEN
+            RETURN '{}'::jsonb;  -- no message yet at or after the offset
+        END IF;
+        v_ws := greatest(v_cs, (floor((queen._stream_ms(v_t) - v_dur) / v_slide) + 1) * v_slide);
+        v_start := queen._stream_ts(v_ws);
+        v_end := queen._stream_ts(v_ws + v_dur);
+        v_ready := v_end + s.window_grace_period_ms * interval '1 millisecond';
+        v_mark := queen._stream_watermark(s, p_pid);
+        IF v_mark IS NULL OR v_mark < v_ready THEN
+            RETURN jsonb_build_object('wakeInMs',
+                greatest(0, ceil(queen._stream_ms(v_ready) - queen._stream_ms(v_now))));
+        END IF;
+        SELECT count(*)::integer INTO v_count FROM queen.messages m
+         WHERE m.partition_id = ANY(v_parts) AND m.created_at >= v_start AND m.created_at < v_end;
+    END IF;
+
+    -- Ready: take the key (creating its offset row the first time), check that nobody
+    -- moved it meanwhile, and lease the window.
+    INSERT INTO queen.stream_consumer_offsets (stream_id, consumer_group, stream_key, partition_id)
+    VALUES (s.id, p_group, p_key, p_pid)
+    ON CONFLICT DO NOTHING;
+    SELECT * INTO o FROM queen.stream_consumer_offsets
+     WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key
+       FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND OR o.cursor_at IS DISTINCT FROM v_cur_at OR o.cursor_id <> v_cur_id THEN
+        RETURN NULL;  -- another check is on this key, or it moved: the next round sees it
+    END IF;
+    INSERT INTO queen.stream_leases AS sl
+           (lease_id, stream_id, consumer_group, stream_key, window_start, window_end,
+            first_at, first_id, last_at, last_id, message_count, lease_expires_at, leased_at)
+    VALUES (p_lease, s.id, p_group, p_key, v_start, v_end,
+            v_first_at, v_first_id, v_last_at, v_last_id, v_count,
+            v_now + s.window_lease_timeout_ms * interval '1 millisecond', v_now)
+    ON CONFLICT ON CONSTRAINT stream_leases_one_per_key DO NOTHING
+    RETURNING * INTO l;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object('window', queen._stream_window_json(s, l), 'redelivered', false);
+END;
+$$;
+
+-- Stream polls: one window per request, in order. Input {requests: [{idx, stream,
+-- consumerGroup, leaseId}], stopOnEmpty}: the requests of one group (stopOnEmpty: stop at
+-- the first that gets nothing, the group has nothing more now) or the head requests of
+-- several groups. Output: [{idx, window?, redelivered?, wakeInMs?, notFound?}] where
+-- wakeInMs (no window) is the least of the keys' hints: a push sooner cannot help.
+CREATE OR REPLACE FUNCTION queen.stream_poll_v1(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_stop  boolean := coalesce((p ->> 'stopOnEmpty')::boolean, false);
+    v_out   jsonb := '[]'::jsonb;
+    r       jsonb;
+    s       queen.streams;
+    k       record;
+    v_one   jsonb;
+    v_found jsonb;
+    v_wake  numeric;
+    v_any   boolean;
+BEGIN
+    FOR r IN SELECT value FROM jsonb_array_elements(coalesce(p -> 'requests', '[]'::jsonb))
+    LOOP
+        SELECT * INTO s FROM queen.streams WHERE name = r ->> 'stream';
+        IF NOT FOUND THEN
+            v_out := v_out || jsonb_build_object('idx', r -> 'idx', 'notFound', true);
+            CONTINUE;
+        END IF;
+        v_found := NULL;
+        v_wake := NULL;
+        v_any := false;
+        FOR k IN SELECT * FROM queen._stream_keys(s) LOOP
+            v_one := queen._stream_try_key(s, r ->> 'consumerGroup', k.stream_key,
+                                           k.partition_id, (r ->> 'leaseId')::uuid);
+            IF v_one ? 'window' THEN
+                v_found := v_one;
+                EXIT;
+            ELSIF v_one ? 'wakeInMs' THEN
+                v_wake := least(v_wake, (v_one ->> 'wakeInMs')::numeric);
+            ELSIF v_one IS NOT NULL THEN
+                v_any := true;  -- any push may help this key
+            END IF;
+        END LOOP;
+        IF v_found IS NOT NULL THEN
+            v_out := v_out || (jsonb_build_object('idx', r -> 'idx') || v_found);
+            CONTINUE;
+        END IF;
+        v_out := v_out || CASE WHEN v_any OR v_wake IS NULL
+                               THEN jsonb_build_object('idx', r -> 'idx')
+                               ELSE jsonb_build_object('idx', r -> 'idx', 'wakeInMs', v_wake) END;
+        IF v_stop THEN
+            EXIT;
+        END IF;
+    END LOOP;
+    RETURN v_out;
+END;
+$$;
+
+-- Ack a window: {leaseId, success}. success moves the key's offset past the window;
+-- false gives it back at once (delivered again to the next poll). Either way the lease
+-- ends. {error: 'invalid_lease'} when the lease is unknown, already ended or expired.
+CREATE OR REPLACE FUNCTION queen.stream_ack_v1(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease   uuid := (p ->> 'leaseId')::uuid;
+    v_success boolean := coalesce((p ->> 'success')::boolean, true);
+    l         queen.stream_leases;
+    s         queen.streams;
+BEGIN
+    SELECT * INTO l FROM queen.stream_leases WHERE lease_id = v_lease;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('error', 'invalid_lease');
+    END IF;
+    PERFORM 1 FROM queen.stream_consumer_offsets
+      WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
+        AND stream_key = l.stream_key
+      FOR UPDATE;
+    SELECT * INTO l FROM queen.stream_leases WHERE lease_id = v_lease FOR UPDATE;
+    IF NOT FOUND OR l.lease_expires_at <= clock_timestamp() THEN
+        RETURN jsonb_build_object('error', 'invalid_lease', 'expired', FOUND);
+    END IF;
+    SELECT * INTO s FROM queen.streams WHERE id = l.stream_id;
+    IF v_success THEN
+        UPDATE queen.stream_consumer_offsets
+           SET cursor_at = CASE s.window_type
+                               WHEN 'count' THEN l.last_at
+                               WHEN 'sliding' THEN l.window_start
+                                    + s.window_slide_ms * interval '1 millisecond'
+                               ELSE l.window_end END,
+               cursor_id = CASE WHEN s.window_type = 'count' THEN l.last_id ELSE 0 END,
+               last_acked_window_start = l.window_start,
+               last_acked_window_end = l.window_end,
+               last_acked_at = now(),
+               windows_acked = windows_acked + 1,
+               messages_acked = messages_acked + l.message_count
+         WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
+           AND stream_key = l.stream_key;
+    END IF;
+    DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
+    PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
+                                           'consumerGroup', l.consumer_group));
+    RETURN jsonb_build_object(
+        'acknowledged', true, 'success', v_success, 'stream', s.name,
+        'consumerGroup', l.consumer_group, 'key', l.stream_key,
+        'windowId', l.window_id, 'messages', l.message_count,
+        'start', queen._iso_us(l.window_start), 'end', queen._iso_us(l.window_end));
+END;
+$$;
+
+-- Extend a live lease by extendMs from now: {leaseId, extendMs}; NULL when unknown/expired.
+CREATE OR REPLACE FUNCTION queen.stream_renew_v1(p jsonb) RETURNS jsonb
+LANGUAGE sql AS $$
+    UPDATE queen.stream_leases
+       SET lease_expires_at = clock_timestamp()
+                              + (p ->> 'extendMs')::bigint * interval '1 millisecond'
+     WHERE lease_id = (p ->> 'leaseId')::uuid AND lease_expires_at > clock_timestamp()
+    RETURNING jsonb_build_object('leaseId', lease_id, 'windowId', window_id,
+                                 'leaseExpiresAt', queen._iso_us(lease_expires_at))
+$$;
+
+-- Give back the leases of windows whose client left before it got them.
+CREATE OR REPLACE FUNCTION queen.stream_release_v1(p jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer := 0;
+    r       record;
+BEGIN
+    FOR r IN
+        DELETE FROM queen.stream_leases l
+         WHERE l.lease_id IN (SELECT (jsonb_array_elements_text(p -> 'leaseIds'))::uuid)
+        RETURNING l.stream_id, l.consumer_group
+    LOOP
+        v_count := v_count + 1;
+        PERFORM queen._wake(jsonb_build_object(
+                    'kind', 'stream', 'stream', s.name, 'consumerGroup', r.consumer_group))
+           FROM queen.streams s WHERE s.id = r.stream_id;
+    END LOOP;
+    RETURN v_count;
+END;
+$$;
+
+-- Move every key of a group to a time: {stream, consumerGroup, timestamp}. Time windows:
+-- the next window starts at or after it; count windows: the next message is the first at or
+-- after it. Every source partition's key and '__GLOBAL__' get an offset (whichever the
+-- stream uses now), and the group's leases end. NULL when the stream does not exist.
+CREATE OR REPLACE FUNCTION queen.stream_seek_v1(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    s       queen.streams;
+    v_group text := p ->> 'consumerGroup';
+    v_ts    timestamptz := (p ->> 'timestamp')::timestamptz;
+    v_keys  integer;
+BEGIN
+    SELECT * INTO s FROM queen.streams WHERE name = p ->> 'stream';
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    PERFORM 1 FROM queen.stream_consumer_offsets
+      WHERE stream_id = s.id AND consumer_group = v_group
+      ORDER BY stream_key FOR UPDATE;
+    DELETE FROM queen.stream_leases WHERE stream_id = s.id AND consumer_group = v_group;
+    WITH keys AS (
+        SELECT p2.id::text AS stream_key, p2.id AS partition_id
+          FROM queen.stream_sources ss JOIN queen.partitions p2 ON p2.queue_id = ss.queue_id
+         WHERE ss.stream_id = s.id
+        UNION ALL
+        SELECT '__GLOBAL__', NULL
+    ), moved AS (
+        INSERT INTO queen.stream_consumer_offsets AS o
+               (stream_id, consumer_group, stream_key, partition_id, cursor_at, cursor_id)
+        SELECT s.id, v_group, keys.stream_key, keys.partition_id, v_ts, 0 FROM keys
+         ORDER BY keys.stream_key
+        ON CONFLICT (stream_id, consumer_group, stream_key) DO UPDATE
+           SET cursor_at = EXCLUDED.cursor_at, cursor_id = 0
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_keys FROM moved;
+    PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
+                                           'consumerGroup', v_group));
+    RETURN jsonb_build_object('stream', s.name, 'consumerGroup', v_group,
+                              'timestamp', queen._iso_us(v_ts), 'keys', v_keys);
+END;
+$$;
+
+-- Define a stream (validated input: name, namespace, partitioned, window_type,
+-- window_duration_ms, window_slide_ms, window_size_count, window_grace_period_ms,
+-- window_lease_timeout_ms, source_queue_names). The same definition again changes nothing;
+-- another one replaces it while no group has consumed from the stream, else
+-- {error: 'conflict'}. {error: 'sources_not_found', missing} when a source queue is unknown.
+CREATE OR REPLACE FUNCTION queen.stream_define_v1(p jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_names   text[] := ARRAY(SELECT DISTINCT jsonb_array_elements_text(p -> 'source_queue_names'));
+    v_missing text[];
+    v_ids     uuid[];
+    v_old_ids uuid[];
+    s         queen.streams;
+    n         queen.streams;
+BEGIN
+    SELECT array_agg(x ORDER BY x) INTO v_missing
+      FROM unnest(v_names) x WHERE NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = x);
+    IF v_missing IS NOT NULL THEN
+        RETURN jsonb_build_object('error', 'sources_not_found', 'missing', to_jsonb(v_missing));
+    END IF;
+    -- Locked: a source deleted meanwhile would leave the stream without it.
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_ids
+      FROM (SELECT q.id FROM queen.queues q WHERE q.name = ANY(v_names) FOR KEY SHARE) x;
+    INSERT INTO queen.streams
+           (name, namespace, partitioned, window_type, window_duration_ms, window_slide_ms,
+            window_size_count, window_grace_period_ms, window_lease_timeout_ms)
+    VALUES (p ->> 'name', coalesce(p ->> 'namespace', ''), (p ->> 'partitioned')::boolean,
+            p ->> 'window_type', (p ->> 'window_duration_ms')::bigint,
+            (p ->> 'window_slide_ms')::bigint, (p ->> 'window_size_count')::integer,
+            (p ->> 'window_grace_period_ms')::bigint, (p ->> 'window_lease_timeout_ms')::bigint)
+    ON CONFLICT (name) DO NOTHING
+    RETURNING * INTO s;
+    IF FOUND THEN
+        INSERT INTO queen.stream_sources (stream_id, queue_id) SELECT s.id, unnest(v_ids);
+        RETURN jsonb_build_object('created', true, 'changed', true,
+                                  'stream', queen._stream_json(s));
+    END IF;
+    SELECT * INTO s FROM queen.streams WHERE name = p ->> 'name' FOR UPDATE;
+    SELECT array_agg(ss.queue_id ORDER BY ss.queue_id) INTO v_old_ids
+      FROM queen.stream_sources ss WHERE ss.stream_id = s.id;
+    IF s.namespace = coalesce(p ->> 'namespace', '')
+       AND s.partitioned = (p ->> 'partitioned')::boolean
+       AND s.window_type = p ->> 'window_type'
+       AND s.window_duration_ms IS NOT DISTINCT FROM (p ->> 'window_duration_ms')::bigint
+       AND s.window_slide_ms IS NOT DISTINCT FROM (p ->> 'window_slide_ms')::bigint
+       AND s.window_size_count IS NOT DISTINCT FROM (p ->> 'window_size_count')::integer
+       AND s.window_grace_period_ms = (p ->> 'window_grace_period_ms')::bigint
+       AND s.window_lease_timeout_ms = (p ->> 'window_lease_timeout_ms')::bigint
+       AND v_old_ids IS NOT DISTINCT FROM v_ids THEN
+        RETURN jsonb_build_object('created', false, 'changed', false,
+                                  'stream', queen._stream_json(s));
+    END IF;
+    IF EXISTS (SELECT 1 FROM queen.stream_consumer_offsets o WHERE o.stream_id = s.id) THEN
+        RETURN jsonb_build_object('error', 'conflict', 'stream', queen._stream_json(s));
+    END IF;
+    UPDATE queen.streams
+       SET namespace = coalesce(p ->> 'namespace', ''),
+           partitioned = (p ->> 'partitioned')::boolean,
+           window_type = p ->> 'window_type',
+           window_duration_ms = (p ->> 'window_duration_ms')::bigint,
+           window_slide_ms = (p ->> 'window_slide_ms')::bigint,
+           window_size_count = (p ->> 'window_size_count')::integer,
+           window_grace_period_ms = (p ->> 'window_grace_period_ms')::bigint,
+           window_lease_timeout_ms = (p ->> 'window_lease_timeout_ms')::bigint,
+           updated_at = now()
+     WHERE id = s.id
+    RETURNING * INTO n;
+    -- New sources first: deleting the last old one must not find the stream sourceless.
+    INSERT INTO queen.stream_sources (stream_id, queue_id)
+    SELECT s.id, unnest(v_ids) ON CONFLICT DO NOTHING;
+    DELETE FROM queen.stream_sources WHERE stream_id = s.id AND queue_id <> ALL(v_ids);
+    RETURN jsonb_build_object('created', false, 'changed', true, 'stream', queen._stream_json(n));
+END;
+$$;
