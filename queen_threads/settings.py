@@ -321,6 +321,35 @@ class Settings:
         "Waiting long polls per worker process; beyond it a long poll gets 503 + Retry-After.",
     )
 
+    # --- Stream polls (waiting for a ready window) ---------------------------------------
+    stream_poll_worker_count: int = env(
+        "STREAM_POLL_WORKER_COUNT", 1, _int(1, 64), "Stream poll-worker greenlets per process."
+    )
+    stream_poll_worker_interval_ms: int = env(
+        "STREAM_POLL_WORKER_INTERVAL", 100, _int(1), "Longest sleep of an idle stream worker, ms."
+    )
+    stream_poll_interval_ms: int = env(
+        "STREAM_POLL_INTERVAL",
+        1000,
+        _int(1),
+        "Base (reset) interval between a stream group's readiness checks, ms.",
+    )
+    stream_backoff_threshold: int = env(
+        "STREAM_BACKOFF_THRESHOLD", 5, _int(0), "Empty checks before a stream group backs off."
+    )
+    stream_backoff_multiplier: float = env(
+        "STREAM_BACKOFF_MULTIPLIER", 2.0, _float(1.0), "Growth factor of the stream backoff."
+    )
+    stream_max_poll_interval_ms: int = env(
+        "STREAM_MAX_POLL_INTERVAL", 5000, _int(1), "Cap of a stream group's check interval, ms."
+    )
+    stream_concurrent_checks: int = env(
+        "STREAM_CONCURRENT_CHECKS",
+        2,
+        _int(1, 64),
+        "Readiness-check database calls one stream worker may run at once.",
+    )
+
     # --- Peers (wake-ups between instances besides LISTEN/NOTIFY) ------------------------
     listen_notify: bool = env(
         "QUEEN_LISTEN_NOTIFY",
@@ -541,7 +570,17 @@ def load_settings(
     if bool(settings.ssl_certfile) != bool(settings.ssl_keyfile):
         raise ConfigError("SSL_CERTFILE and SSL_KEYFILE must be set together (or neither)")
     _check_direct_database(settings)
+    _check_stream_intervals(settings)
     return settings
+
+
+def _check_stream_intervals(settings: Settings) -> None:
+    """The stream backoff cap cannot be below its base interval."""
+    if settings.stream_max_poll_interval_ms < settings.stream_poll_interval_ms:
+        raise ConfigError(
+            f"STREAM_MAX_POLL_INTERVAL ({settings.stream_max_poll_interval_ms} ms) must be >= "
+            f"STREAM_POLL_INTERVAL ({settings.stream_poll_interval_ms} ms)"
+        )
 
 
 def _check_direct_database(settings: Settings) -> None:

@@ -4,19 +4,33 @@ A ``wait=true`` pop opens a slot in its :class:`ResponseQueue`, registers a
 :class:`PollIntention` in the :class:`PollIntentionRegistry` and wakes the owning
 :class:`PollWorker`; the worker pops for the intention's group through a :class:`Popper`
 and posts the answer back. :class:`LongPollService` wraps that flow for the HTTP layer.
+
+The same machinery serves the stream polls (:class:`StreamPollIntention`): any
+:class:`Intention` fits the registry, the workers and the service; :class:`PollStack`
+assembles one kind of long poll.
 """
 
 from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock, ManualClock
 from .delayed import DelayedWakeups
 from .errors import PollingError, RegistryClosed, RegistryFull
-from .intention import QUEUE_MODE, GroupKey, GroupSelector, PollIntention
+from .intention import (
+    QUEUE_MODE,
+    GroupingKey,
+    GroupKey,
+    GroupSelector,
+    Intention,
+    IntentionT,
+    PollIntention,
+)
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
 from .request import PopRequest
 from .responses import Response, ResponseQueue, ResponseQueues
 from .sharding import shard_of
+from .stack import PollStack
+from .stream_intention import StreamGroupKey, StreamPollIntention, StreamPollRequest
 from .worker import WAKE_SOURCES, PollWorker, PollWorkerPool, WorkerCounters
 
 __all__ = [
@@ -29,11 +43,15 @@ __all__ = [
     "DelayedWakeups",
     "GroupKey",
     "GroupSelector",
+    "GroupingKey",
+    "Intention",
+    "IntentionT",
     "LeaseReleaser",
     "LongPollService",
     "ManualClock",
     "PollIntention",
     "PollIntentionRegistry",
+    "PollStack",
     "PollWorker",
     "PollWorkerPool",
     "PollingError",
@@ -46,6 +64,9 @@ __all__ = [
     "Response",
     "ResponseQueue",
     "ResponseQueues",
+    "StreamGroupKey",
+    "StreamPollIntention",
+    "StreamPollRequest",
     "Waker",
     "Watch",
     "WorkerCounters",

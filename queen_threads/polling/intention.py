@@ -1,13 +1,27 @@
-"""A waiting long poll (``PollIntention``) and the group it belongs to."""
+"""A waiting long poll (``PollIntention``), the group it belongs to, and what the
+registry and the poll workers need of any kind of waiting long poll (:class:`Intention`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from .request import QUEUE_MODE, PopRequest
 
-__all__ = ["QUEUE_MODE", "GroupKey", "GroupSelector", "PollIntention"]
+__all__ = [
+    "QUEUE_MODE",
+    "GroupKey",
+    "GroupSelector",
+    "GroupingKey",
+    "Intention",
+    "IntentionT",
+    "PollIntention",
+]
+
+GroupingKey = tuple[str | None, ...]
+"""Any grouping key: a tuple (in practice a NamedTuple such as :class:`GroupKey`) whose
+first part names its kind, so keys of different kinds never collide; never a joined
+string."""
 
 
 class GroupKey(NamedTuple):
@@ -56,6 +70,41 @@ class GroupSelector:
         return self.namespace in (None, namespace) and self.task in (None, task)
 
 
+class Intention(Protocol):
+    """What the registry, the poll workers and :class:`LongPollService` need of a waiting
+    long poll, whatever it waits for (a pop's messages, a stream's window).
+
+    ``worker_id`` names the response queue of the HTTP worker holding the request;
+    ``deadline`` and ``created_at`` are monotonic seconds (the registry's clock).
+    Intentions with equal :meth:`grouping_key` form one FIFO group, served one result per
+    intention; :meth:`selectors` say which pushes may satisfy the group.
+    """
+
+    @property
+    def request_id(self) -> str: ...
+
+    @property
+    def worker_id(self) -> int: ...
+
+    @property
+    def deadline(self) -> float: ...
+
+    @property
+    def created_at(self) -> float: ...
+
+    def grouping_key(self) -> GroupingKey:
+        """The group this intention waits in."""
+        ...
+
+    def selectors(self) -> tuple[GroupSelector, ...]:
+        """Every selector a push may match to wake this intention's group."""
+        ...
+
+
+IntentionT = TypeVar("IntentionT", bound=Intention)
+"""The kind of intention a registry, worker or service handles."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PollIntention:
     """One ``wait=true`` pop waiting in the registry until messages arrive or it expires.
@@ -84,3 +133,7 @@ class PollIntention:
         if r.queue is not None:
             return GroupSelector(r.queue, r.partition, None, None, r.consumer_group)
         return GroupSelector(None, None, r.namespace, r.task, r.consumer_group)
+
+    def selectors(self) -> tuple[GroupSelector, ...]:
+        """The one selector of :meth:`selector` (the :class:`Intention` protocol)."""
+        return (self.selector(),)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Generic, Protocol
 
 from .clock import Clock
-from .intention import PollIntention
+from .intention import IntentionT
 from .popper import LeaseReleaser
 from .registry import PollIntentionRegistry
 from .responses import Response, ResponseQueue, ResponseQueues
@@ -28,8 +28,9 @@ class Waker(Protocol):
         """Wake the workers owning ``shards``."""
 
 
-class LongPollService:
-    """Waits for the answer of one ``wait=true`` pop on behalf of a request greenlet.
+class LongPollService(Generic[IntentionT]):
+    """Waits for the answer of one ``wait=true`` pop (or stream poll) on behalf of a request
+    greenlet.
 
     The poll workers normally answer (200 with messages, 204 at the deadline). If they
     have not answered ``grace_s`` after the deadline (a stuck database call), the request
@@ -40,7 +41,7 @@ class LongPollService:
 
     def __init__(
         self,
-        registry: PollIntentionRegistry,
+        registry: PollIntentionRegistry[IntentionT],
         waker: Waker,
         responses: ResponseQueues,
         releaser: LeaseReleaser,
@@ -59,7 +60,7 @@ class LongPollService:
 
     def wait_for(
         self,
-        intention: PollIntention,
+        intention: IntentionT,
         is_disconnected: Callable[[], bool] | None = None,
         watch: Watch | None = None,
     ) -> Response | None:
@@ -98,7 +99,7 @@ class LongPollService:
 
     def _wait(
         self,
-        intention: PollIntention,
+        intention: IntentionT,
         queue: ResponseQueue,
         is_disconnected: Callable[[], bool] | None,
         *,
@@ -132,7 +133,7 @@ class LongPollService:
         if lease_ids:
             self._releaser.release(list(lease_ids))
 
-    def _withdraw(self, intention: PollIntention, *, deliverable: bool) -> Response | None:
+    def _withdraw(self, intention: IntentionT, *, deliverable: bool) -> Response | None:
         """Claim the intention back and close its slot; a response posted meanwhile is
         returned when ``deliverable``, else its leases are released."""
         self._registry.remove(intention.request_id)

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from .intention import PollIntention
+from .intention import Intention
+
+_I_contra = TypeVar("_I_contra", bound=Intention, contravariant=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,6 +17,11 @@ class PopResult:
 
     ``lease_ids`` are the leases the pop took (normally one); ``body`` is the encoded
     HTTP response body (``{"messages": [...]}``) or None when empty.
+
+    ``wake_after`` is an optional hint of an empty result, in wall-clock epoch seconds: a
+    push before this time cannot make the group's next result non-empty (a stream window
+    is ready only once a message later than its end plus grace arrives), so pushes before
+    it need not wake the group. None (the default; every pop) means any push may.
     """
 
     request_id: str
@@ -22,6 +29,7 @@ class PopResult:
     body: bytes | None
     lease_ids: Sequence[str] = ()
     message_count: int = 0
+    wake_after: float | None = None
 
     @property
     def has_messages(self) -> bool:
@@ -36,19 +44,20 @@ class LeaseReleaser(Protocol):
         """Release the leases (unknown or already released ids are ignored)."""
 
 
-class Popper(LeaseReleaser, Protocol):
-    """Pops messages for a group of intentions; must be safe to call from many workers.
+class Popper(LeaseReleaser, Protocol[_I_contra]):
+    """Pops messages (or leases stream windows) for a group of intentions; must be safe
+    to call from many workers at once.
 
     ``pop_group`` pops once per intention, in the given (FIFO) order, each with its own
     lease and its own batch size and subscription options, and stops at the first empty
     pop, so the list may be shorter than ``intentions``.
     """
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(self, intentions: Sequence[_I_contra]) -> list[PopResult]:
         """One database call for the group; one result per pop attempted."""
         ...
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(self, intentions: Sequence[_I_contra]) -> list[PopResult]:
         """One database call popping once for each intention (each of another group);
         never stops early: exactly one result per intention, in order."""
         ...

@@ -6,12 +6,13 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Generic
 
 from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock
 from .deadlines import DeadlineHeap
 from .errors import RegistryClosed, RegistryFull
-from .intention import GroupKey, GroupSelector, PollIntention
+from .intention import GroupingKey, GroupSelector, IntentionT
 from .sharding import shard_of
 from .wake_index import WakeIndex
 
@@ -25,6 +26,9 @@ class _Group:
     # Set when a push or a first registration arrives while a round is in flight, so that
     # the round's outcome does not push the group back into backoff (lost wake-up).
     poked: bool = False
+    # The popper's hint after an empty round: a push before this wall-clock time cannot
+    # make the group's next result non-empty (None: any push may). Cleared by every reset.
+    wake_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +45,11 @@ class RegistryStats:
     rejected: int = 0
 
 
-class PollIntentionRegistry:
-    """Every waiting long poll of this process, with per-group backoff and in-flight marks.
+class PollIntentionRegistry(Generic[IntentionT]):
+    """Every waiting long poll of one kind in this process, with per-group backoff and
+    in-flight marks. Any :class:`~.intention.Intention` fits: the pop long polls'
+    :class:`PollIntention` and the stream polls' ``StreamPollIntention`` each get a
+    registry of their own.
 
     One lock guards: intentions by request id; per grouping key the FIFO of waiting
     request ids; the in-flight keys; the per-key backoff states; per shard (poll worker) a
@@ -50,6 +57,13 @@ class PollIntentionRegistry:
 
     A group whose first intention arrives is due at once (no first-check delay); later
     arrivals join the FIFO and wait for the group's next round, a push, or their deadline.
+
+    Wake hints: after an empty round the group keeps the popper's ``wake_after`` (see
+    :class:`PopResult`), and a push that says when it happened (``reset_matching(at=)``)
+    earlier than that leaves the group alone. A hint never outlives a reset: every reset
+    (a push at or after the hint, a push without a time, :meth:`reset_backoff`, the first
+    registration of a group) clears it, a round that delivered clears it, and a round
+    during which the group was reset or poked stores none (its pop may predate the reset).
     """
 
     def __init__(
@@ -69,10 +83,10 @@ class PollIntentionRegistry:
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
-        self._intentions: dict[str, PollIntention] = {}
-        self._groups: dict[GroupKey, _Group] = {}
-        self._in_flight: set[GroupKey] = set()
-        self._active: list[dict[GroupKey, None]] = [{} for _ in range(worker_count)]
+        self._intentions: dict[str, IntentionT] = {}
+        self._groups: dict[GroupingKey, _Group] = {}
+        self._in_flight: set[GroupingKey] = set()
+        self._active: list[dict[GroupingKey, None]] = [{} for _ in range(worker_count)]
         self._heaps = [DeadlineHeap() for _ in range(worker_count)]
         self._live: list[int] = [0] * worker_count
         self._index = WakeIndex()
@@ -81,7 +95,7 @@ class PollIntentionRegistry:
 
     # -- intentions ---------------------------------------------------------------------
 
-    def register(self, intention: PollIntention) -> int:
+    def register(self, intention: IntentionT) -> int:
         """Add ``intention``; return the shard that owns its group (wake that worker).
 
         Raises :class:`RegistryFull` at capacity and :class:`RegistryClosed` after
@@ -106,19 +120,20 @@ class PollIntentionRegistry:
             if not group.waiting:
                 self._active[group.shard][key] = None
                 group.backoff.last_query = None
+                group.wake_after = None  # a first registration is a reset: a fresh round
                 group.poked = key in self._in_flight
             group.backoff.last_accessed = now
             group.waiting[intention.request_id] = None
-            selector = intention.selector()
-            if selector not in group.selectors:
-                group.selectors.add(selector)
-                self._index.add(key, selector)
+            for selector in intention.selectors():
+                if selector not in group.selectors:
+                    group.selectors.add(selector)
+                    self._index.add(key, selector)
             self._intentions[intention.request_id] = intention
             self._heaps[group.shard].push(intention.deadline, intention.request_id)
             self._live[group.shard] += 1
             return group.shard
 
-    def remove(self, request_id: str) -> PollIntention | None:
+    def remove(self, request_id: str) -> IntentionT | None:
         """Remove and return the intention; ``None`` if already gone.
 
         This is the atomic claim: whoever removes an intention owns answering it.
@@ -126,12 +141,12 @@ class PollIntentionRegistry:
         with self._lock:
             return self._remove_locked(request_id)
 
-    def get(self, request_id: str) -> PollIntention | None:
+    def get(self, request_id: str) -> IntentionT | None:
         """The intention if still waiting."""
         with self._lock:
             return self._intentions.get(request_id)
 
-    def snapshot(self) -> list[PollIntention]:
+    def snapshot(self) -> list[IntentionT]:
         """Copy of every waiting intention, in registration order."""
         with self._lock:
             return list(self._intentions.values())
@@ -151,7 +166,7 @@ class PollIntentionRegistry:
         """True after :meth:`close`."""
         return self._closed
 
-    def drain(self) -> list[PollIntention]:
+    def drain(self) -> list[IntentionT]:
         """Remove and return every waiting intention (shutdown: answer them 204)."""
         with self._lock:
             drained = list(self._intentions.values())
@@ -161,12 +176,12 @@ class PollIntentionRegistry:
 
     # -- groups -------------------------------------------------------------------------
 
-    def group_keys_for(self, shard: int) -> list[GroupKey]:
+    def group_keys_for(self, shard: int) -> list[GroupingKey]:
         """Keys with waiting intentions owned by ``shard``, oldest group first."""
         with self._lock:
             return list(self._active[shard])
 
-    def intentions_for(self, key: GroupKey, limit: int | None = None) -> list[PollIntention]:
+    def intentions_for(self, key: GroupingKey, limit: int | None = None) -> list[IntentionT]:
         """The group's waiting intentions in FIFO (registration) order; the first ``limit``
         of them when given (a hot queue may have thousands)."""
         with self._lock:
@@ -176,7 +191,7 @@ class PollIntentionRegistry:
             rids = group.waiting if limit is None else itertools.islice(group.waiting, limit)
             return [self._intentions[rid] for rid in rids]
 
-    def head_of(self, key: GroupKey) -> PollIntention | None:
+    def head_of(self, key: GroupingKey) -> IntentionT | None:
         """The group's oldest waiting intention (no copy of the whole group)."""
         with self._lock:
             group = self._groups.get(key)
@@ -184,7 +199,7 @@ class PollIntentionRegistry:
                 return None
             return self._intentions[next(iter(group.waiting))]
 
-    def mark_in_flight(self, key: GroupKey) -> bool:
+    def mark_in_flight(self, key: GroupingKey) -> bool:
         """Claim ``key`` for one pop round; False if another round holds it."""
         with self._lock:
             if key in self._in_flight:
@@ -195,12 +210,12 @@ class PollIntentionRegistry:
                 group.poked = False
             return True
 
-    def unmark_in_flight(self, key: GroupKey) -> None:
+    def unmark_in_flight(self, key: GroupingKey) -> None:
         """Release the claim taken by :meth:`mark_in_flight`."""
         with self._lock:
             self._in_flight.discard(key)
 
-    def is_due(self, key: GroupKey, now: float) -> bool:
+    def is_due(self, key: GroupingKey, now: float) -> bool:
         """True when the group's backoff interval has passed since its last round."""
         with self._lock:
             group = self._groups.get(key)
@@ -209,7 +224,7 @@ class PollIntentionRegistry:
             group.backoff.last_accessed = now
             return group.backoff.is_due(now)
 
-    def due_keys(self, shard: int, now: float) -> list[GroupKey]:
+    def due_keys(self, shard: int, now: float) -> list[GroupingKey]:
         """``shard``'s waiting groups that are due and not in flight (one lock round)."""
         with self._lock:
             due = []
@@ -220,18 +235,31 @@ class PollIntentionRegistry:
                     due.append(key)
             return due
 
-    def record_round(self, key: GroupKey, had_messages: bool, now: float) -> None:
-        """Apply the outcome of the round on ``key`` that started at ``now``."""
+    def record_round(
+        self,
+        key: GroupingKey,
+        had_messages: bool,
+        now: float,
+        wake_after: float | None = None,
+    ) -> None:
+        """Apply the outcome of the round on ``key`` that started at ``now``.
+
+        ``wake_after`` is the hint of the empty result that ended the round (the head's
+        :attr:`PopResult.wake_after`); it is kept only for an empty round during which
+        the group was not reset or poked, and replaces any earlier hint.
+        """
         with self._lock:
             group = self._groups.get(key)
             if group is None:
                 return
             self.policy.after_round(group.backoff, had_messages, now)
+            group.wake_after = None if had_messages else wake_after
             if group.poked:
                 group.backoff.last_query = None
+                group.wake_after = None
                 group.poked = False
 
-    def backoff_state(self, key: GroupKey) -> BackoffState | None:
+    def backoff_state(self, key: GroupingKey) -> BackoffState | None:
         """A copy of the key's backoff state, if any."""
         with self._lock:
             group = self._groups.get(key)
@@ -240,8 +268,15 @@ class PollIntentionRegistry:
             b = group.backoff
             return BackoffState(b.consecutive_empty, b.interval_ms, b.last_accessed, b.last_query)
 
-    def reset_backoff(self, key: GroupKey) -> int | None:
-        """Reset one key to the base interval, due at once; return its shard if it exists."""
+    def wake_after(self, key: GroupingKey) -> float | None:
+        """The group's stored wake hint (None: none, or no such group)."""
+        with self._lock:
+            group = self._groups.get(key)
+            return None if group is None else group.wake_after
+
+    def reset_backoff(self, key: GroupingKey) -> int | None:
+        """Reset one key to the base interval, due at once, and drop its wake hint; return
+        its shard if it exists."""
         with self._lock:
             group = self._groups.get(key)
             if group is None:
@@ -257,6 +292,7 @@ class PollIntentionRegistry:
         *,
         namespace: str | None = None,
         task: str | None = None,
+        at: float | None = None,
     ) -> set[int]:
         """Reset every waiting group that new messages in ``queue`` may satisfy.
 
@@ -264,11 +300,19 @@ class PollIntentionRegistry:
         ``partition`` is None), for group ``g`` (any when ``group`` is None), and the
         namespace-mode keys ``ns:task:g``, ``ns:*:g``, ``*:task:g`` for the queue's
         ``namespace``/``task``. Returns the shards owning matched keys: wake them.
+
+        ``at`` is the wall-clock time of the push when known: a matched group whose
+        stored wake hint is later than ``at`` is left alone (not reset, not poked, its
+        shard not returned), since its popper promised such a push cannot help it. The
+        hint is respected even while the group is in flight: it stays the promise of the
+        last completed round until that round records its outcome.
         """
         shards: set[int] = set()
         with self._lock:
             for key in self._index.candidates(queue, namespace, task):
                 entry = self._groups[key]
+                if at is not None and entry.wake_after is not None and entry.wake_after > at:
+                    continue
                 if any(
                     s.matches(queue, partition, group, namespace, task) for s in entry.selectors
                 ):
@@ -278,7 +322,7 @@ class PollIntentionRegistry:
 
     # -- expiry and scheduling ----------------------------------------------------------
 
-    def pop_expired(self, shard: int, now: float) -> list[PollIntention]:
+    def pop_expired(self, shard: int, now: float) -> list[IntentionT]:
         """Remove and return ``shard``'s intentions whose deadline is ``<= now``."""
         with self._lock:
             due = self._heaps[shard].pop_due(now, self._is_live)
@@ -329,7 +373,7 @@ class PollIntentionRegistry:
 
     # -- internals (lock held) ----------------------------------------------------------
 
-    def _remove_locked(self, request_id: str) -> PollIntention | None:
+    def _remove_locked(self, request_id: str) -> IntentionT | None:
         intention = self._intentions.pop(request_id, None)
         if intention is None:
             return None
@@ -345,8 +389,9 @@ class PollIntentionRegistry:
         self._heaps[group.shard].maybe_compact(self._live[group.shard], self._is_live)
         return intention
 
-    def _reset_locked(self, key: GroupKey, group: _Group) -> None:
+    def _reset_locked(self, key: GroupingKey, group: _Group) -> None:
         self.policy.reset(group.backoff)
+        group.wake_after = None
         if key in self._in_flight:
             group.poked = True
 

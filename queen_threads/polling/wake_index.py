@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TypeVar
 
-from .intention import GroupKey, GroupSelector
+from .intention import GroupingKey, GroupSelector
 
 _Scope = tuple[str | None, str | None]
 _K = TypeVar("_K")
@@ -19,17 +19,17 @@ class WakeIndex:
     """
 
     def __init__(self) -> None:
-        self._by_queue: dict[str, set[GroupKey]] = {}
-        self._by_scope: dict[_Scope, set[GroupKey]] = {}
+        self._by_queue: dict[str, set[GroupingKey]] = {}
+        self._by_scope: dict[_Scope, set[GroupingKey]] = {}
 
-    def add(self, key: GroupKey, selector: GroupSelector) -> None:
+    def add(self, key: GroupingKey, selector: GroupSelector) -> None:
         """Remember that group ``key`` waits for ``selector``."""
         if selector.queue is not None:
             self._by_queue.setdefault(selector.queue, set()).add(key)
         else:
             self._by_scope.setdefault((selector.namespace, selector.task), set()).add(key)
 
-    def discard(self, key: GroupKey, selectors: Iterable[GroupSelector]) -> None:
+    def discard(self, key: GroupingKey, selectors: Iterable[GroupSelector]) -> None:
         """Forget group ``key`` under each of ``selectors``."""
         for selector in selectors:
             if selector.queue is not None:
@@ -37,7 +37,7 @@ class WakeIndex:
             else:
                 _discard(self._by_scope, (selector.namespace, selector.task), key)
 
-    def candidates(self, queue: str, namespace: str | None, task: str | None) -> set[GroupKey]:
+    def candidates(self, queue: str, namespace: str | None, task: str | None) -> set[GroupingKey]:
         """Group keys that may wait for messages of ``queue`` (with that namespace/task)."""
         found = set(self._by_queue.get(queue, ()))
         for scope in {(namespace, task), (namespace, None), (None, task), (None, None)}:
@@ -45,7 +45,7 @@ class WakeIndex:
         return found
 
 
-def _discard(buckets: dict[_K, set[GroupKey]], bucket: _K, key: GroupKey) -> None:
+def _discard(buckets: dict[_K, set[GroupingKey]], bucket: _K, key: GroupingKey) -> None:
     keys = buckets.get(bucket)
     if keys is None:
         return

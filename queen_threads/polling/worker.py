@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Generic
 
 from .clock import Clock
-from .intention import GroupKey, PollIntention
+from .intention import GroupingKey, IntentionT
 from .popper import Popper, PopResult
 from .registry import PollIntentionRegistry
 from .responses import ResponseQueues
@@ -40,26 +42,31 @@ class WorkerCounters:
     wakeups: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WAKE_SOURCES, 0))
 
 
-class PollWorker:
+class PollWorker(Generic[IntentionT]):
     """One poll worker; owns the groups whose key hashes to ``index``.
 
     :meth:`run_once` does one pass: answer expired intentions with 204, run one pop
     round for each due group, and return how long to sleep. :meth:`run` loops on it,
     sleeping on a wake event so that a registration or a push interrupts the sleep.
+
+    ``concurrent_checks`` is how many database calls popping for due groups' heads may
+    run at once (1: one after another). More cut the latency of a pass over many groups
+    at the cost of more calls (each chunk of heads is its own call).
     """
 
     def __init__(
         self,
         index: int,
         count: int,
-        registry: PollIntentionRegistry,
-        popper: Popper,
+        registry: PollIntentionRegistry[IntentionT],
+        popper: Popper[IntentionT],
         responses: ResponseQueues,
         *,
         worker_interval_ms: int = 50,
         clock: Clock = time.monotonic,
         cleanup_threshold_s: float = 3600.0,
         cleanup_every_s: float = 60.0,
+        concurrent_checks: int = 1,
     ) -> None:
         if not 0 <= index < count:
             raise ValueError(f"worker index {index} out of range for {count} workers")
@@ -67,6 +74,8 @@ class PollWorker:
             raise ValueError(f"{count} workers but the registry has {registry.worker_count}")
         if worker_interval_ms < 1:
             raise ValueError(f"worker interval must be >= 1 ms, got {worker_interval_ms}")
+        if concurrent_checks < 1:
+            raise ValueError(f"concurrent checks must be >= 1, got {concurrent_checks}")
         self.index = index
         self.count = count
         self.counters = WorkerCounters()
@@ -74,6 +83,7 @@ class PollWorker:
         self._popper = popper
         self._responses = responses
         self._interval_s = worker_interval_ms / 1000.0
+        self._concurrent_checks = concurrent_checks
         self._clock = clock
         self._cleanup_threshold_s = cleanup_threshold_s
         self._cleanup_every_s = cleanup_every_s
@@ -102,7 +112,7 @@ class PollWorker:
                 timeout = self.run_once()
             except Exception:
                 log.exception("poll worker %d: pass failed", self.index)
-                self.counters.errors += 1
+                self._count(errors=1)
                 timeout = self._interval_s
             if timeout > 0:
                 self._wake.wait(timeout)
@@ -113,7 +123,7 @@ class PollWorker:
             now = self._clock()
         for intention in self._registry.pop_expired(self.index, now):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
-            self.counters.timed_out += 1
+            self._count(timed_out=1)
         due = self._registry.due_keys(self.index, now)
         if len(due) == 1:
             self._poll_group(due[0], now)
@@ -122,7 +132,7 @@ class PollWorker:
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 
-    def _poll_group(self, key: GroupKey, now: float) -> None:
+    def _poll_group(self, key: GroupingKey, now: float) -> None:
         registry = self._registry
         if not registry.mark_in_flight(key):
             return
@@ -130,79 +140,124 @@ class PollWorker:
             head = registry.head_of(key)
             if head is None:
                 return
-            self.counters.rounds += 1
-            had_messages = self._drain(key, [head])
-            registry.record_round(key, had_messages, now)
+            self._count(rounds=1)
+            had_messages, wake_after = self._drain(key, [head])
+            registry.record_round(key, had_messages, now, wake_after)
         finally:
             registry.unmark_in_flight(key)
 
-    def _drain(self, key: GroupKey, first: Sequence[PollIntention]) -> bool:
+    def _drain(self, key: GroupingKey, first: Sequence[IntentionT]) -> tuple[bool, float | None]:
         """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
         (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
         with thousands of idle waiters costs one small call per round, not one call
         carrying every waiter. Each chunk's delivered intentions leave the registry, so
-        the next chunk starts where this one ended. True if anything was delivered."""
-        chunk: Sequence[PollIntention] = first
+        the next chunk starts where this one ended, and the rest stay registered.
+
+        Returns whether anything was delivered and the ``wake_after`` hint of the empty
+        result that ended the drain (only meaningful when nothing was delivered)."""
+        chunk: Sequence[IntentionT] = first
         delivered_any = False
         while chunk:
             try:
                 results = self._popper.pop_group(chunk)
             except Exception:
                 log.exception("poll worker %d: pop failed for group %s", self.index, key)
-                self.counters.errors += 1
-                return delivered_any
-            self.counters.pops += len(results)
+                self._count(errors=1)
+                return delivered_any, None
+            self._count(pops=len(results))
             delivered = [result for result in results if result.has_messages]
             for result in delivered:
                 self._deliver(result)
             delivered_any = delivered_any or bool(delivered)
             if len(delivered) < len(chunk) or self._stopping.is_set():
-                return delivered_any  # an empty pop: the group has nothing more now
+                # An empty pop: the group has nothing more now.
+                empty = next((result for result in results if not result.has_messages), None)
+                return delivered_any, None if empty is None else empty.wake_after
             chunk = self._registry.intentions_for(key, min(GROUP_CHUNK_MAX, 4 * len(chunk)))
-        return delivered_any
+        return delivered_any, None
 
-    def _poll_many(self, keys: Sequence[GroupKey], now: float) -> None:
+    def _poll_many(self, keys: Sequence[GroupingKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
         per HEAD_BATCH groups (idle groups cost one query per round, not one each); a
-        group whose head got messages then pops for the rest of its intentions."""
+        group whose head got messages then pops for the rest of its intentions. With
+        ``concurrent_checks`` N > 1 the heads are split into N roughly equal chunks (at
+        most HEAD_BATCH each) popped for by up to N calls at once."""
         registry = self._registry
         marked = [key for key in keys if registry.mark_in_flight(key)]
         try:
             heads = [(key, registry.head_of(key)) for key in marked]
             groups = [(key, head) for key, head in heads if head is not None]
-            for start in range(0, len(groups), HEAD_BATCH):
-                if self._stopping.is_set():
-                    return
-                self._poll_heads(groups[start : start + HEAD_BATCH], now)
+            if self._concurrent_checks == 1:
+                for start in range(0, len(groups), HEAD_BATCH):
+                    if self._stopping.is_set():
+                        return
+                    self._poll_heads(groups[start : start + HEAD_BATCH], now)
+            else:
+                self._poll_heads_concurrently(groups, now)
         finally:
             for key in marked:
                 registry.unmark_in_flight(key)
 
-    def _poll_heads(self, groups: Sequence[tuple[GroupKey, PollIntention]], now: float) -> None:
+    def _poll_heads_concurrently(
+        self, groups: Sequence[tuple[GroupingKey, IntentionT]], now: float
+    ) -> None:
+        """Up to ``concurrent_checks`` :meth:`_poll_heads` calls at once, each on its own
+        thread (a greenlet under gevent's patching), joined before returning."""
+        n = self._concurrent_checks
+        size = min(HEAD_BATCH, max(1, math.ceil(len(groups) / n)))
+        chunks = [groups[start : start + size] for start in range(0, len(groups), size)]
+        for wave in range(0, len(chunks), n):
+            if self._stopping.is_set():
+                return
+            threads = [
+                threading.Thread(
+                    target=self._poll_heads_safely,
+                    args=(chunk, now),
+                    name=f"queen-poll-check-{self.index}",
+                    daemon=True,
+                )
+                for chunk in chunks[wave : wave + n]
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+
+    def _poll_heads_safely(
+        self, groups: Sequence[tuple[GroupingKey, IntentionT]], now: float
+    ) -> None:
+        """:meth:`_poll_heads` on a check thread: an error is logged, never lost."""
+        try:
+            self._poll_heads(groups, now)
+        except Exception:
+            log.exception("poll worker %d: check of %d groups failed", self.index, len(groups))
+            self._count(errors=1)
+
+    def _poll_heads(self, groups: Sequence[tuple[GroupingKey, IntentionT]], now: float) -> None:
         registry = self._registry
-        self.counters.rounds += len(groups)
+        self._count(rounds=len(groups))
         try:
             results = self._popper.pop_heads([head for _, head in groups])
         except Exception:
             log.exception("poll worker %d: pop failed for %d groups", self.index, len(groups))
-            self.counters.errors += 1
+            self._count(errors=1)
             for key, _ in groups:
                 registry.record_round(key, False, now)
             return
-        self.counters.pops += len(results)
+        self._count(pops=len(results))
         for (key, _), result in zip(groups, results, strict=False):
             had_messages = result.has_messages
             if had_messages:
                 self._deliver(result)
                 self._drain(key, registry.intentions_for(key, 4))
-            registry.record_round(key, had_messages, now)
+            registry.record_round(key, had_messages, now, result.wake_after)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)
         if intention is not None and self._responses.post(
             intention.worker_id, result.request_id, result.status, result.body, result.lease_ids
         ):
-            self.counters.delivered += 1
+            self._count(delivered=1)
             return
         # The client left or timed out meanwhile: hand the messages to the next consumer
         # now rather than after the lease time.
@@ -215,9 +270,29 @@ class PollWorker:
             self._popper.release(list(lease_ids))
         except Exception:
             log.exception("poll worker %d: releasing leases %s failed", self.index, lease_ids)
-            self.counters.errors += 1
+            self._count(errors=1)
             return
-        self.counters.released_leases += len(lease_ids)
+        self._count(released_leases=len(lease_ids))
+
+    def _count(
+        self,
+        *,
+        rounds: int = 0,
+        pops: int = 0,
+        delivered: int = 0,
+        timed_out: int = 0,
+        released_leases: int = 0,
+        errors: int = 0,
+    ) -> None:
+        """Add to the counters (under a lock: concurrent checks update them at once)."""
+        with self._counter_lock:
+            c = self.counters
+            c.rounds += rounds
+            c.pops += pops
+            c.delivered += delivered
+            c.timed_out += timed_out
+            c.released_leases += released_leases
+            c.errors += errors
 
     def _maybe_cleanup(self, now: float) -> None:
         if self.index != 0:
@@ -236,20 +311,21 @@ class PollWorker:
         return max(0.0, timeout)
 
 
-class PollWorkerPool:
+class PollWorkerPool(Generic[IntentionT]):
     """``count`` poll workers on daemon threads (greenlets under gevent's patching)."""
 
     def __init__(
         self,
         count: int,
-        registry: PollIntentionRegistry,
-        popper: Popper,
+        registry: PollIntentionRegistry[IntentionT],
+        popper: Popper[IntentionT],
         responses: ResponseQueues,
         *,
         worker_interval_ms: int = 50,
         clock: Clock = time.monotonic,
         cleanup_threshold_s: float = 3600.0,
         name: str = "queen-poll",
+        concurrent_checks: int = 1,
     ) -> None:
         self.registry = registry
         self.responses = responses
@@ -263,6 +339,7 @@ class PollWorkerPool:
                 worker_interval_ms=worker_interval_ms,
                 clock=clock,
                 cleanup_threshold_s=cleanup_threshold_s,
+                concurrent_checks=concurrent_checks,
             )
             for i in range(count)
         ]
@@ -298,14 +375,17 @@ class PollWorkerPool:
         namespace: str | None = None,
         task: str | None = None,
         source: str = "push",
+        at: float | None = None,
     ) -> set[int]:
         """Messages may be available: reset matching groups' backoff and wake their owners.
 
         Call on push (``group`` None), on an ack that frees a partition (``group`` set),
-        and for LISTEN/NOTIFY and peer notifications. Returns the shards woken.
+        and for LISTEN/NOTIFY and peer notifications. ``at``, the push's wall-clock time
+        when known, lets groups with a later wake hint sleep on (see
+        :meth:`PollIntentionRegistry.reset_matching`). Returns the shards woken.
         """
         shards = self.registry.reset_matching(
-            queue, partition, group, namespace=namespace, task=task
+            queue, partition, group, namespace=namespace, task=task, at=at
         )
         self.wake(shards, source)
         return shards

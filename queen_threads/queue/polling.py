@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 from queen_threads.polling import (
     BackoffPolicy,
     DelayedWakeups,
-    LongPollService,
     PollIntention,
-    PollIntentionRegistry,
-    PollWorkerPool,
+    PollStack,
     PopRequest,
-    Response,
     ResponseQueues,
-    Watch,
 )
 from queen_threads.queue.popper import DbPopper
 from queen_threads.queue.store import QueueStore
@@ -27,8 +21,9 @@ from queen_threads.settings import Settings
 log = logging.getLogger("queen_threads.polling")
 
 
-class PollingService:
-    """Registry + poll-worker pool + response queues + the LongPollService facade."""
+class PollingService(PollStack[PollIntention]):
+    """Registry + poll-worker pool + response queues + the LongPollService facade, for the
+    ``wait=true`` pops; ``responses`` (created here) is shared with the stream polls."""
 
     def __init__(self, settings: Settings, store: QueueStore, worker_id: int) -> None:
         self.settings = settings
@@ -39,23 +34,14 @@ class PollingService:
             multiplier=settings.queue_backoff_multiplier,
             max_ms=settings.queue_max_poll_interval_ms,
         )
-        self.registry = PollIntentionRegistry(
-            capacity=settings.max_poll_intentions,
+        super().__init__(
+            DbPopper(store),
+            ResponseQueues(),
             policy=policy,
+            capacity=settings.max_poll_intentions,
             worker_count=settings.poll_worker_count,
-        )
-        self.responses = ResponseQueues()
-        self.popper = DbPopper(store)
-        self.pool = PollWorkerPool(
-            settings.poll_worker_count,
-            self.registry,
-            self.popper,
-            self.responses,
             worker_interval_ms=settings.poll_worker_interval_ms,
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
-        )
-        self.longpoll = LongPollService(
-            self.registry, self.pool, self.responses, self.popper, check_every_s=10.0
         )
         self.delayed = DelayedWakeups(lambda event: self._notify(event, "retry"))
         self._stopped = threading.Event()
@@ -70,22 +56,14 @@ class PollingService:
         return self.pool.stop(timeout) and delayed_stopped
 
     def intention(self, request: PopRequest, timeout_ms: int, request_id: str) -> PollIntention:
-        now = time.monotonic()
+        created_at, deadline = self.times(timeout_ms)
         return PollIntention(
             request_id=request_id,
             worker_id=self.worker_id,
             request=request,
-            deadline=now + timeout_ms / 1000.0,
-            created_at=now,
+            deadline=deadline,
+            created_at=created_at,
         )
-
-    def wait(
-        self,
-        intention: PollIntention,
-        is_disconnected: Callable[[], bool],
-        watch: Watch | None = None,
-    ) -> Response | None:
-        return self.longpoll.wait_for(intention, is_disconnected, watch)
 
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A push or a freed lease somewhere: wake the groups that may now get messages.
@@ -117,4 +95,4 @@ class PollingService:
 
     def stats(self) -> dict[str, object]:
         """The pool's counters and the delayed (retry) wake-ups."""
-        return {**self.pool.stats(), "delayedWakeups": self.delayed.stats()}
+        return {**super().stats(), "delayedWakeups": self.delayed.stats()}
