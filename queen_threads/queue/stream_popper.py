@@ -40,7 +40,9 @@ class StreamWindowPopper:
         ]
         now = time.time()
         out: list[PopResult] = []
-        for intention, result in zip(intentions, self.store.poll(requests, stop_on_empty), strict=False):
+        for intention, result in zip(
+            intentions, self.store.poll(requests, stop_on_empty), strict=False
+        ):
             window = result.get("window")
             if window:
                 out.append(

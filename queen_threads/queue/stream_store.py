@@ -60,17 +60,17 @@ class StreamStore:
         return dict(result) if result is not None else None
 
     # -- administration -------------------------------------------------------------
-    def list(self, namespace: str | None) -> list[dict[str, Any]]:
+    def list_streams(self, namespace: str | None) -> list[dict[str, Any]]:
         return list(self.db.json("stream_list", {"namespace": namespace}))
 
     def stats(self) -> dict[str, Any]:
         return dict(self.db.json("stream_stats"))
 
     def detail(self, name: str) -> dict[str, Any] | None:
-        return self.db.json("stream_detail", {"name": name})  # type: ignore[no-any-return]
+        return self.db.json("stream_detail", {"name": name})
 
     def consumers(self, name: str) -> list[dict[str, Any]] | None:
-        return self.db.json("stream_consumers", {"name": name})  # type: ignore[no-any-return]
+        return self.db.json("stream_consumers", {"name": name})
 
     def delete(self, name: str) -> bool:
         return bool(self.db.value("stream_delete", {"name": name}))

@@ -141,7 +141,7 @@ class StreamList:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         namespace = name_param(req, "namespace", "Namespace")
-        media(resp, {"streams": self.runtime.streams.store.list(namespace)})
+        media(resp, {"streams": self.runtime.streams.store.list_streams(namespace)})
 
 
 class StreamStats:
@@ -196,4 +196,3 @@ def register(app: falcon.App, runtime: Runtime, api: str) -> None:
     ]
     for path, resource in routes:
         app.add_route(f"{api}{path}", resource)
-
