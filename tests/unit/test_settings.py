@@ -108,3 +108,38 @@ def test_a_transaction_pooler_needs_a_direct_url() -> None:
 def test_a_direct_url_without_a_pool_database_is_refused() -> None:
     with pytest.raises(ConfigError, match="DATABASE_DIRECT_URL needs DATABASE_URL or PG_HOST"):
         load_settings({"DATABASE_DIRECT_URL": "postgresql://x@pg/z"}, dotenv_path=None)
+
+
+def test_stream_poll_defaults_follow_the_original() -> None:
+    s = load_settings({}, dotenv_path=None)
+    assert (s.stream_poll_worker_count, s.stream_poll_worker_interval_ms) == (1, 100)
+    assert (s.stream_poll_interval_ms, s.stream_max_poll_interval_ms) == (1000, 5000)
+    assert (s.stream_backoff_threshold, s.stream_backoff_multiplier) == (5, 2.0)
+    assert s.stream_concurrent_checks == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("STREAM_POLL_WORKER_COUNT", "0"), ("STREAM_POLL_WORKER_COUNT", "65"),
+     ("STREAM_POLL_WORKER_INTERVAL", "0"), ("STREAM_POLL_INTERVAL", "0"),
+     ("STREAM_BACKOFF_THRESHOLD", "-1"), ("STREAM_BACKOFF_MULTIPLIER", "0.5"),
+     ("STREAM_MAX_POLL_INTERVAL", "0"), ("STREAM_CONCURRENT_CHECKS", "0"),
+     ("STREAM_CONCURRENT_CHECKS", "65"), ("STREAM_CONCURRENT_CHECKS", "two")],
+)  # fmt: skip
+def test_bad_stream_poll_values_are_refused(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=rf"invalid {name}: "):
+        load_settings({name: value}, dotenv_path=None)
+
+
+def test_stream_max_poll_interval_cannot_be_below_the_base_interval() -> None:
+    with pytest.raises(ConfigError, match=r"STREAM_MAX_POLL_INTERVAL .* STREAM_POLL_INTERVAL"):
+        load_settings({"STREAM_MAX_POLL_INTERVAL": "500"}, dotenv_path=None)
+    with pytest.raises(ConfigError, match="STREAM_MAX_POLL_INTERVAL"):
+        load_settings({"STREAM_POLL_INTERVAL": "6000"}, dotenv_path=None)
+    s = load_settings(
+        {"STREAM_POLL_INTERVAL": "200", "STREAM_MAX_POLL_INTERVAL": "200",
+         "STREAM_BACKOFF_THRESHOLD": "0", "STREAM_CONCURRENT_CHECKS": "64"},
+        dotenv_path=None,
+    )  # fmt: skip
+    assert (s.stream_poll_interval_ms, s.stream_max_poll_interval_ms) == (200, 200)
+    assert (s.stream_backoff_threshold, s.stream_concurrent_checks) == (0, 64)
