@@ -28,6 +28,7 @@ from queen_threads.metrics import (
     MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
+    MeteredStreamStore,
     ObservedRequestStats,
     ProcessIdentity,
     ProcessReader,
@@ -42,7 +43,6 @@ from queen_threads.queue.analytics_store import AnalyticsStore
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
-from queen_threads.queue.stream_store import StreamStore
 from queen_threads.queue.streams import Streams
 from queen_threads.settings import Settings
 from queen_threads.wake.listener import WakeupListener
@@ -110,7 +110,10 @@ class Runtime:
         self.queues.on_push_results = count_buffered
         # Streams wait on the same response queues; pushes into their sources wake them.
         self.streams = Streams(
-            settings, StreamStore(self.db, self.store), self.polling.responses, self.worker_id
+            settings,
+            MeteredStreamStore(self.db, self.store),
+            self.polling.responses,
+            self.worker_id,
         )
         self.queues.sinks.append(lambda event: self.streams.on_event(event, "push"))
         self.peers = PeerService(
@@ -173,6 +176,7 @@ class Runtime:
                 self.listener,
                 self.maintenance,
                 self.peers,
+                streams=self.streams,
             ),
             backlog=self.admin.backlog,
             buffer=self.buffer.status,

@@ -140,6 +140,11 @@ class PromMetrics:
             ["kind"],
             multiprocess_mode="livesum",
         )
+        self.stream_polls_waiting = Gauge(
+            "queen_stream_polls_waiting",
+            "Stream polls waiting for a window (the stream poll registry's intentions).",
+            multiprocess_mode="livesum",
+        )
         self.listener_connected = Gauge(
             "queen_wakeup_listener_connected",
             "Processes whose LISTEN/NOTIFY connection is up.",
@@ -156,6 +161,23 @@ class PromMetrics:
             "Poll-worker events: rounds, pops (database calls), delivered, timed_out, "
             "released_leases, errors.",
             ["event"],
+        )
+        self.stream_delivered = Counter(
+            "queen_stream_windows_delivered_total",
+            "Stream windows leased to a poll (long poll or timeout 0), redeliveries "
+            "included, by stream.",
+            ["stream"],
+        )
+        self.stream_redelivered = Counter(
+            "queen_stream_windows_redelivered_total",
+            "Stream windows delivered again after their lease expired, by stream.",
+            ["stream"],
+        )
+        self.stream_acked = Counter(
+            "queen_stream_windows_acked_total",
+            "Stream window acks by stream and outcome: success (the offset moved past "
+            "the window), released (success=false: the window is given back).",
+            ["stream", "outcome"],
         )
         self.poll_wakeups = Counter(
             "queen_poll_worker_wakeups_total", "Poll-worker wake-ups by source.", ["source"]

@@ -1,9 +1,11 @@
 """The measuring points: thin subclasses of the runtime's own objects, composed in runtime.py.
 
-`TimedDatabase`, `MeteredQueueStore`, `MeteredPollingService`, `ObservedRequestStats` and
-`MeteredAuthenticator` count every path once: HTTP pushes, transactions and buffer replays
-all go through the store; immediate and long-poll pops too. `count_buffered` and
-`observe_service` are the hooks of the failover buffer and of the background services.
+`TimedDatabase`, `MeteredQueueStore`, `MeteredStreamStore`, `MeteredPollingService`,
+`ObservedRequestStats` and `MeteredAuthenticator` count every path once: HTTP pushes,
+transactions and buffer replays all go through the store; immediate and long-poll pops
+too, and so do stream polls (timeout 0 and the stream poll workers) and stream acks.
+`count_buffered` and `observe_service` are the hooks of the failover buffer and of the
+background services.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from queen_threads.metrics.minutes import QueueMinutes
 from queen_threads.polling import PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
+from queen_threads.queue.stream_store import StreamStore
 from queen_threads.settings import Settings
 
 
@@ -161,6 +164,33 @@ class MeteredQueueStore(QueueStore):
                 ]
             )
         return result
+
+
+class MeteredStreamStore(StreamStore):
+    """StreamStore counting the windows the database leased (every stream poll, waiting or
+    not, goes through `poll`), those among them delivered again after their lease
+    expired, and the acks by outcome (queen_stream_windows_*_total, by stream)."""
+
+    def poll(self, requests: Sequence[dict[str, Any]], stop_on_empty: bool) -> list[dict[str, Any]]:
+        results = super().poll(requests, stop_on_empty)
+        leased = [r for r in results if r.get("window")]
+        if leased:
+            metrics = prom()
+            _inc(metrics.stream_delivered, (_stream_of(r) for r in leased))
+            again = (_stream_of(r) for r in leased if r.get("redelivered"))
+            _inc(metrics.stream_redelivered, again)
+        return results
+
+    def ack(self, lease_id: str, success: bool) -> dict[str, Any]:
+        result = super().ack(lease_id, success)
+        if not result.get("error"):
+            outcome = "success" if result.get("success") else "released"
+            prom().stream_acked.labels(str(result.get("stream") or ""), outcome).inc()
+        return result
+
+
+def _stream_of(result: dict[str, Any]) -> tuple[str]:
+    return (str(result["window"].get("stream") or ""),)
 
 
 def _count_rejected(results: Iterable[dict[str, Any]]) -> None:

@@ -21,7 +21,8 @@ _REGISTRY_KINDS = ("intentions", "groups", "in_flight", "backoff_states", "capac
 
 class HasStats(Protocol):
     """The connection pool (`stats()`: poolSize, open, idleConnections, inUse,
-    waitingRequests) and the polling service (`stats()`: registry, totals)."""
+    waitingRequests) and the polling services, pops' and streams' (`stats()`: registry,
+    totals)."""
 
     def stats(self) -> Mapping[str, Any]: ...
 
@@ -59,9 +60,11 @@ class Sampler:
         maintenance: MaintenanceState,
         peers: PeerState,
         interval_s: float = 1.0,
+        streams: HasStats | None = None,
     ) -> None:
         self.pool = pool
         self.polling = polling
+        self.streams = streams
         self.listener = listener
         self.maintenance = maintenance
         self.peers = peers
@@ -98,6 +101,9 @@ class Sampler:
         registry = stats.get("registry") or {}
         for kind in _REGISTRY_KINDS:
             metrics.registry_gauge.labels(kind).set(int(registry.get(kind) or 0))
+        if self.streams is not None:
+            waiting = (self.streams.stats().get("registry") or {}).get("intentions")
+            metrics.stream_polls_waiting.set(int(waiting or 0))
         totals = stats.get("totals") or {}
         with self._lock:
             for event in _POLL_EVENTS:

@@ -27,6 +27,7 @@ class Metrics:
             "messages": rt.instruments.counters.messages_snapshot(),
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
+            "streamPolling": rt.streams.stats(),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
