@@ -29,6 +29,7 @@ PAGES: dict[str, frozenset[str]] = {
     "/messages": RANGE | {"queue", "partition", "status", "offset", "partitionId", "transactionId"},
     "/dlq": RANGE | {"queue", "consumerGroup", "error", "offset"},
     "/groups": frozenset({"q", "group"}),
+    "/streams": frozenset({"stream"}),
     "/traces": frozenset({"name", "partitionId", "transactionId"}),
     "/system": NONE,
 }
