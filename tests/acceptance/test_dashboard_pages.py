@@ -26,6 +26,7 @@ SHOTS = [
     ("messages", "/messages?queue=orders&status=completed", "#messages tbody tr"),
     ("dlq", "/dlq", "#dlq tbody tr"),
     ("groups", "/groups?group=analytics", "#group-detail tbody tr"),
+    ("streams", "/streams?stream=invoice-batches", "#stream-consumers tbody tr"),
     ("traces", "/traces?name=order-1009", "#by-name tbody tr"),
     ("system", "/system", "#process dl"),
 ]
@@ -37,6 +38,7 @@ PAGES = [
     ("/messages", "Messages", "#messages tbody tr"),
     ("/dlq", "Dead letters", "#dlq tbody tr"),
     ("/groups", "Consumer groups", "#groups tbody tr"),
+    ("/streams", "Streams", "#streams tbody tr"),
     ("/traces", "Traces", "#trace-names li"),
     ("/system", "System", "#process dl"),
 ]
@@ -59,7 +61,7 @@ def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def seeded(srv: ServerProcess) -> None:
     """A small shop: orders in three partitions with a lagging group and dead letters,
-    invoices, e-mails, traces."""
+    invoices, e-mails, traces, and two streams (one with a batch acked, one out)."""
     api = QueueHttp(srv.url)
     options = {"retryLimit": 3, "retryStrategy": "exponential", "retryDelay": 1000, "leaseTime": 60}
     api.post("/configure", {"queue": "orders", "options": options})
@@ -85,6 +87,15 @@ def seeded(srv: ServerProcess) -> None:
     api.push("billing.invoices", [{"invoice": i} for i in range(12)])
     api.push("emails", [{"to": f"user{i}@example.com"} for i in range(30)], "welcome")
     api.pop("emails", batch=10)  # in flight
+    api.post("/stream/define", {"name": "orders-per-minute", "source_queue_names": ["orders"],
+                                 "partitioned": True, "window_duration_ms": 60000,
+                                 "window_grace_period_ms": 5000})  # fmt: skip
+    api.post("/stream/define", {"name": "invoice-batches", "window_type": "count",
+                                 "window_size_count": 5,
+                                 "source_queue_names": ["billing.invoices"]})  # fmt: skip
+    poll = {"streamName": "invoice-batches", "consumerGroup": "accounting", "timeout": 0}
+    api.post("/stream/ack", {"leaseId": api.post("/stream/poll", poll)["window"]["leaseId"]})
+    api.post("/stream/poll", poll)  # the second batch stays out
     api.close()
 
 

@@ -61,15 +61,15 @@ function consumersTable(consumers) {
     columns: [
       { key: "consumerGroup", label: "Group" },
       { key: "key", label: "Key", cls: "wrap", render: (c) => h("span", { dataset: { streamKey: c.key } }, keyLabel(c)) },
+      { key: "lease", label: "Window out", cls: "wrap", render: (c) => leaseView(c.lease) },
       { key: "offset", label: "Offset", render: (c) => time(c.offset) },
       {
-        key: "lastAcked", label: "Last acked window", cls: "hide-sm",
+        key: "lastAcked", label: "Last acked window", cls: "wrap hide-sm",
         render: (c) => (c.lastAckedWindowStart ? `${time(c.lastAckedWindowStart)} → ${time(c.lastAckedWindowEnd)}` : "–"),
       },
       { key: "windowsAcked", label: "Windows acked", num: true },
       { key: "messagesAcked", label: "Messages acked", num: true, cls: "hide-sm" },
       { key: "lastAckedAt", label: "Last ack", cls: "hide-sm", render: (c) => ago(c.lastAckedAt) },
-      { key: "lease", label: "Window out", render: (c) => leaseView(c.lease) },
     ],
     rows: consumers,
   });
@@ -136,7 +136,7 @@ function statsView(t) {
   return [
     stat("Streams", num(t.streams), `${num(t.partitionedStreams)} partitioned`),
     stat("Source queues", num(t.sources)),
-    stat("Consumer groups", num(t.consumerGroups), `${num(t.keys)} keys`),
+    stat("Consumer groups", num(t.consumerGroups), `${num(t.keys)} key${t.keys === 1 ? "" : "s"}`),
     stat("Windows out", num(t.activeLeases), t.expiredLeases ? `${num(t.expiredLeases)} expired, to redeliver` : "leased now"),
     stat("Windows acked", num(t.windowsAcked), `${num(t.messagesAcked)} messages`),
     stat("Waiting polls", num(t.waitingPolls), "in the process that answered"),
