@@ -177,7 +177,9 @@ class MeteredStreamStore(StreamStore):
         if leased:
             metrics = prom()
             _inc(metrics.stream_delivered, (_stream_of(r) for r in leased))
-            again = (_stream_of(r) for r in leased if r.get("redelivered"))
+            again = (
+                _stream_of(r) for r in leased if r.get("redelivered") and not r.get("released")
+            )
             _inc(metrics.stream_redelivered, again)
         return results
 

@@ -150,6 +150,7 @@ DECLARE
     v_last_at  timestamptz;
     v_last_id  bigint;
     v_count    integer;
+    v_released boolean;
 BEGIN
     SELECT * INTO o FROM queen.stream_consumer_offsets
      WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key;
@@ -162,7 +163,8 @@ BEGIN
             RETURN jsonb_build_object('wakeInMs',
                 ceil(queen._stream_ms(l.lease_expires_at) - queen._stream_ms(v_now)));
         END IF;
-        -- Expired: the same window again, to whoever asks now.
+        -- Expired or given back (nack): the same window again, to whoever asks now.
+        v_released := l.lease_expires_at = '-infinity';
         PERFORM 1 FROM queen.stream_consumer_offsets
           WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key
           FOR UPDATE SKIP LOCKED;
@@ -177,7 +179,8 @@ BEGIN
         IF NOT FOUND THEN
             RETURN NULL;
         END IF;
-        RETURN jsonb_build_object('window', queen._stream_window_json(s, l), 'redelivered', true);
+        RETURN jsonb_build_object('window', queen._stream_window_json(s, l), 'redelivered', true,
+                                  'released', v_released);
     END IF;
 
     v_parts := queen._stream_key_partitions(s, p_pid);
@@ -315,9 +318,9 @@ BEGIN
 END;
 $$;
 
--- Ack a window: {leaseId, success}. success moves the key's offset past the window;
--- false gives it back at once (delivered again to the next poll). Either way the lease
--- ends. {error: 'invalid_lease'} when the lease is unknown, already ended or expired.
+-- Ack a window: {leaseId, success}. success moves the key's offset past the window and
+-- ends the lease; false gives the window back at once (the next poll gets it again, same
+-- window id, deliveryCount + 1). {error: 'invalid_lease'} when the lease is unknown, already ended or expired.
 CREATE OR REPLACE FUNCTION queen.stream_ack_v1(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -355,7 +358,13 @@ BEGIN
          WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
            AND stream_key = l.stream_key;
     END IF;
-    DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
+    IF v_success THEN
+        DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
+    ELSE
+        -- Given back: the row stays (the same window, its id and delivery count) and the
+        -- next poll of the group takes it at once; '-infinity' tells it from an expiry.
+        UPDATE queen.stream_leases SET lease_expires_at = '-infinity' WHERE lease_id = v_lease;
+    END IF;
     PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
                                            'consumerGroup', l.consumer_group));
     RETURN jsonb_build_object(

@@ -49,7 +49,10 @@ SELECT jsonb_build_object(
                                                FROM queen.stream_consumer_offsets) g),
     'keys', (SELECT count(*) FROM queen.stream_consumer_offsets),
     'activeLeases', (SELECT count(*) FROM queen.stream_leases WHERE lease_expires_at > now()),
-    'expiredLeases', (SELECT count(*) FROM queen.stream_leases WHERE lease_expires_at <= now()),
+    'expiredLeases', (SELECT count(*) FROM queen.stream_leases
+                       WHERE lease_expires_at <= now() AND lease_expires_at > '-infinity'),
+    'releasedWindows', (SELECT count(*) FROM queen.stream_leases
+                         WHERE lease_expires_at = '-infinity'),
     'windowsAcked', (SELECT coalesce(sum(windows_acked), 0) FROM queen.stream_consumer_offsets),
     'messagesAcked', (SELECT coalesce(sum(messages_acked), 0)
                         FROM queen.stream_consumer_offsets))::text;
@@ -100,8 +103,9 @@ SELECT coalesce((
                    'end', queen._iso_us(l.window_end),
                    'messages', l.message_count,
                    'deliveryCount', l.delivery_count,
-                   'expiresAt', queen._iso_us(l.lease_expires_at),
-                   'expired', l.lease_expires_at <= now()) END)
+                   'expiresAt', queen._iso_us(l.lease_expires_at),  -- NULL: given back
+                   'expired', l.lease_expires_at <= now() AND l.lease_expires_at > '-infinity',
+                   'released', l.lease_expires_at = '-infinity') END)
                ORDER BY o.consumer_group, o.stream_key)
       FROM queen.stream_consumer_offsets o
       LEFT JOIN queen.partitions p ON p.id = o.partition_id

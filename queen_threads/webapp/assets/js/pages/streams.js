@@ -45,7 +45,11 @@ const keyLabel = (c) => (c.key === GLOBAL ? "global (__GLOBAL__)" : `${c.queue |
 
 function leaseView(lease) {
   if (!lease) return "–";
-  const when = lease.expired ? badge(`expired ${ago(lease.expiresAt)}`, "bad") : badge(`until ${time(lease.expiresAt)}`, "warn");
+  const when = lease.released
+    ? badge("given back, to redeliver", "bad")
+    : lease.expired
+      ? badge(`expired ${ago(lease.expiresAt)}`, "bad")
+      : badge(`until ${time(lease.expiresAt)}`, "warn");
   return h("span", `${time(lease.start)} → ${time(lease.end)} · ${num(lease.messages)} msg`,
     lease.deliveryCount > 1 ? ` · delivery ${num(lease.deliveryCount)}` : "", " ", when);
 }
