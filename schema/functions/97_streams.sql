@@ -316,8 +316,9 @@ END;
 $$;
 
 -- Ack a window: {leaseId, success}. success moves the key's offset past the window;
--- false gives it back at once (delivered again to the next poll). Either way the lease
--- ends. {error: 'invalid_lease'} when the lease is unknown, already ended or expired.
+-- false gives it back at once (the same window, deliveryCount + 1, to the next poll).
+-- Either way the lease ends. {error: 'invalid_lease'} when the lease is unknown, already
+-- ended or expired.
 CREATE OR REPLACE FUNCTION queen.stream_ack_v1(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -354,8 +355,13 @@ BEGIN
                messages_acked = messages_acked + l.message_count
          WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
            AND stream_key = l.stream_key;
+        DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
+    ELSE
+        -- Given back: the lease ends as if it had expired, so the next poll gets the
+        -- same window (same id, deliveryCount + 1) and this leaseId is refused from now.
+        UPDATE queen.stream_leases SET lease_expires_at = clock_timestamp()
+         WHERE lease_id = v_lease;
     END IF;
-    DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
     PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
                                            'consumerGroup', l.consumer_group));
     RETURN jsonb_build_object(
