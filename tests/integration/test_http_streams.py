@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -427,3 +428,20 @@ def test_a_waiting_poll_gets_the_window_a_push_completes(admin: AdminApi) -> Non
     assert datas(answer[0].json["window"]) == ["late"]
     assert time.monotonic() - started < 15  # woken by the push, not the deadline
     assert admin.get("/resources/streams/stats").json["waitingPolls"] == 0
+
+
+# --------------------------------------------------------------------------- encryption
+
+
+def test_windows_of_an_encrypted_source_are_decrypted(
+    make_admin: Callable[..., AdminApi],
+) -> None:
+    admin = make_admin(QUEEN_ENCRYPTION_KEY="ab" * 32)
+    admin.configure("secret", encryptionEnabled=True)
+    count_stream(admin, "enc", "secret", size=2)
+    admin.push("secret", [{"card": "4111"}, "plain"])
+    [(stored,)] = admin.sql("SELECT payload::text FROM queen.messages LIMIT 1")
+    assert "4111" not in stored  # encrypted at rest
+    w = window(admin, "enc")
+    assert datas(w) == [{"card": "4111"}, "plain"]
+    assert all("isEncrypted" not in m and "decryptionError" not in m for m in w["messages"])
