@@ -67,11 +67,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- How far the sources of a key have got: the newest created_at of the partition's queue,
--- or for '__GLOBAL__' the oldest of the source queues' newest (NULL while one is empty).
+-- or for '__GLOBAL__' the oldest of the source queues' newest. A source without messages
+-- (never pushed to, or emptied by retention) holds nothing back: messages are stamped with
+-- the server's time as they are stored, so its next one lands after every closed window
+-- anyway (commit skew aside, which the grace period covers). NULL: no source has any.
 CREATE OR REPLACE FUNCTION queen._stream_watermark(s queen.streams, p_pid uuid)
 RETURNS timestamptz
 LANGUAGE sql STABLE AS $$
-    SELECT CASE WHEN bool_and(w.mark IS NOT NULL) THEN min(w.mark) END
+    SELECT min(w.mark)
       FROM (SELECT (SELECT max(pl.last_message_created_at)
                       FROM queen.partition_lookup pl WHERE pl.queue_id = ss.queue_id) AS mark
               FROM queen.stream_sources ss
@@ -154,6 +157,12 @@ DECLARE
 BEGIN
     SELECT * INTO o FROM queen.stream_consumer_offsets
      WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key;
+    IF NOT FOUND AND p_key <> '__GLOBAL__' THEN
+        -- A key the group has not read yet starts where a seek put the group ('__GLOBAL__'
+        -- holds that for partitions created after the seek); from the start otherwise.
+        SELECT * INTO o FROM queen.stream_consumer_offsets
+         WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = '__GLOBAL__';
+    END IF;
     v_cur_at := o.cursor_at;
     v_cur_id := coalesce(o.cursor_id, 0);
     SELECT * INTO l FROM queen.stream_leases
@@ -239,8 +248,9 @@ BEGIN
 
     -- Ready: take the key (creating its offset row the first time), check that nobody
     -- moved it meanwhile, and lease the window.
-    INSERT INTO queen.stream_consumer_offsets (stream_id, consumer_group, stream_key, partition_id)
-    VALUES (s.id, p_group, p_key, p_pid)
+    INSERT INTO queen.stream_consumer_offsets
+           (stream_id, consumer_group, stream_key, partition_id, cursor_at, cursor_id)
+    VALUES (s.id, p_group, p_key, p_pid, v_cur_at, v_cur_id)
     ON CONFLICT DO NOTHING;
     SELECT * INTO o FROM queen.stream_consumer_offsets
      WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key
@@ -320,7 +330,8 @@ $$;
 
 -- Ack a window: {leaseId, success}. success moves the key's offset past the window and
 -- ends the lease; false gives the window back at once (the next poll gets it again, same
--- window id, deliveryCount + 1). {error: 'invalid_lease'} when the lease is unknown, already ended or expired.
+-- window id, deliveryCount + 1). {error: 'invalid_lease'} when the lease is unknown,
+-- already ended or expired.
 CREATE OR REPLACE FUNCTION queen.stream_ack_v1(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -357,12 +368,11 @@ BEGIN
                messages_acked = messages_acked + l.message_count
          WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
            AND stream_key = l.stream_key;
-    END IF;
-    IF v_success THEN
         DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
     ELSE
-        -- Given back: the row stays (the same window, its id and delivery count) and the
-        -- next poll of the group takes it at once; '-infinity' tells it from an expiry.
+        -- Given back: the lease ends ('-infinity' tells it from an expiry), so the next
+        -- poll gets the same window (same id, deliveryCount + 1) and this leaseId is
+        -- refused from now on.
         UPDATE queen.stream_leases SET lease_expires_at = '-infinity' WHERE lease_id = v_lease;
     END IF;
     PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
@@ -386,7 +396,8 @@ LANGUAGE sql AS $$
                                  'leaseExpiresAt', queen._iso_us(lease_expires_at))
 $$;
 
--- Give back the leases of windows whose client left before it got them.
+-- Give back the windows whose client left before it got them: as a nack, the next poll
+-- of the group gets the same window (same id, deliveryCount + 1).
 CREATE OR REPLACE FUNCTION queen.stream_release_v1(p jsonb) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -394,8 +405,9 @@ DECLARE
     r       record;
 BEGIN
     FOR r IN
-        DELETE FROM queen.stream_leases l
+        UPDATE queen.stream_leases l SET lease_expires_at = '-infinity'
          WHERE l.lease_id IN (SELECT (jsonb_array_elements_text(p -> 'leaseIds'))::uuid)
+           AND l.lease_expires_at > clock_timestamp()
         RETURNING l.stream_id, l.consumer_group
     LOOP
         v_count := v_count + 1;
