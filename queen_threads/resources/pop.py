@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.errors import QueenError, Unavailable
-from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
+from queen_threads.errors import QueenError
+from queen_threads.http import long_poll
 from queen_threads.http.request import bool_param, int_param, media, str_param
-from queen_threads.polling import PollingError, PopRequest
+from queen_threads.polling import PopRequest
 from queen_threads.queue.popper import auto_ack_answer
 from queen_threads.runtime import Runtime
 
@@ -92,30 +93,21 @@ class Pop:
     ) -> None:
         polling = self.runtime.polling
         intention = polling.intention(request, timeout, uuid.uuid4().hex)
-        try:
-            answer = polling.wait(
-                intention,
-                lambda: client_gone(req.env),
-                lambda nudge: watch_readable(req.env, nudge),
-            )
-        except PollingError as exc:
-            raise Unavailable(f"Server is busy with waiting long polls ({exc})", 1) from exc
-        if answer is None or answer.status != 200 or not answer.body:
-            resp.status = 204
-            return
-        leases = list(answer.lease_ids)
-        if client_gone(req.env) or self.runtime.maintenance.pop_on:
-            polling.longpoll.release(leases)
-            resp.status = 204
-            return
-        body, on_written = answer.body, None
-        if request.auto_ack:  # acknowledged only once the client has the messages
-            body, acks = auto_ack_answer(body)
-            on_written = partial(self._acknowledge, acks)
-        resp.status = 200
-        resp.content_type = falcon.MEDIA_JSON
-        resp.content_length = len(body)
-        resp.stream = TrackedBody(body, lambda: polling.longpoll.release(leases), on_written)
+        long_poll.answer(
+            req,
+            resp,
+            lambda gone, watch: polling.wait(intention, gone, watch),
+            polling.longpoll.release,
+            paused=lambda: self.runtime.maintenance.pop_on,
+            what="long polls",
+            prepare=self._auto_ack if request.auto_ack else None,
+        )
+
+    def _auto_ack(self, body: bytes) -> tuple[bytes, Callable[[], None]]:
+        """The answer without leases; its messages are acknowledged once it was written
+        (only then does the client have them)."""
+        plain, acks = auto_ack_answer(body)
+        return plain, partial(self._acknowledge, acks)
 
     def _acknowledge(self, acks: list[dict[str, Any]]) -> None:
         try:

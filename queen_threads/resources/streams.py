@@ -13,12 +13,11 @@ import uuid
 
 import falcon
 
-from queen_threads.errors import Conflict, NotFound, Unavailable, ValidationError
-from queen_threads.http import stream_body
-from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
+from queen_threads.errors import Conflict, NotFound, ValidationError
+from queen_threads.http import long_poll, stream_body
 from queen_threads.http.params import name_param
 from queen_threads.http.request import json_object, media
-from queen_threads.polling import PollingError, StreamPollRequest
+from queen_threads.polling import StreamPollRequest
 from queen_threads.runtime import Runtime
 
 NOT_FOUND = "Stream not found"
@@ -68,26 +67,14 @@ class Poll:
             self._once(resp, request)
             return
         intention = streams.intention(request, poll.timeout_ms, uuid.uuid4().hex)
-        try:
-            answer = streams.wait(
-                intention,
-                lambda: client_gone(req.env),
-                lambda nudge: watch_readable(req.env, nudge),
-            )
-        except PollingError as exc:
-            raise Unavailable(f"Server is busy with waiting stream polls ({exc})", 1) from exc
-        if answer is None or answer.status != 200 or not answer.body:
-            resp.status = 204
-            return
-        leases = list(answer.lease_ids)
-        if client_gone(req.env) or self.runtime.maintenance.pop_on:
-            streams.release(leases)
-            resp.status = 204
-            return
-        resp.status = 200
-        resp.content_type = falcon.MEDIA_JSON
-        resp.content_length = len(answer.body)
-        resp.stream = TrackedBody(answer.body, lambda: streams.release(leases))
+        long_poll.answer(
+            req,
+            resp,
+            lambda gone, watch: streams.wait(intention, gone, watch),
+            streams.release,
+            paused=lambda: self.runtime.maintenance.pop_on,
+            what="stream polls",
+        )
 
     def _once(self, resp: falcon.Response, request: StreamPollRequest) -> None:
         """timeout 0: one look, no waiting."""

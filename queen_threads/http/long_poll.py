@@ -1,0 +1,50 @@
+"""Writing the answer of a long poll (a `wait=true` pop or a stream poll), the same way
+for both: wait through the poll's service, 503 when its registry refuses, 204 when nothing
+came (or the client left, or pops were paused meanwhile: the leases go back), else the
+body with its leases given back unless the server finished writing it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import falcon
+
+from queen_threads.errors import Unavailable
+from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
+from queen_threads.polling import PollingError, Response, Watch
+
+Wait = Callable[[Callable[[], bool], Watch], Response | None]
+Release = Callable[[Sequence[str]], None]
+# The body as written, and what to do once it was (None: nothing).
+Prepare = Callable[[bytes], tuple[bytes, Callable[[], None] | None]]
+
+
+def answer(
+    req: falcon.Request,
+    resp: falcon.Response,
+    wait: Wait,
+    release: Release,
+    *,
+    paused: Callable[[], bool],
+    what: str,
+    prepare: Prepare | None = None,
+) -> None:
+    """Wait for the poll's answer and write it to `resp` (`what` names the polls in the
+    503: "long polls", "stream polls")."""
+    try:
+        result = wait(lambda: client_gone(req.env), lambda nudge: watch_readable(req.env, nudge))
+    except PollingError as exc:
+        raise Unavailable(f"Server is busy with waiting {what} ({exc})", 1) from exc
+    if result is None or result.status != 200 or not result.body:
+        resp.status = 204
+        return
+    leases = list(result.lease_ids)
+    if client_gone(req.env) or paused():
+        release(leases)
+        resp.status = 204
+        return
+    body, on_written = prepare(result.body) if prepare is not None else (result.body, None)
+    resp.status = 200
+    resp.content_type = falcon.MEDIA_JSON
+    resp.content_length = len(body)
+    resp.stream = TrackedBody(body, lambda: release(leases), on_written)
