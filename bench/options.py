@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j")
-# On request only: (i) starts 2 servers, (j) fills the database with a week of analytics.
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+# On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
+# (k) and (l) (streams) take a minute or more each.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -44,6 +45,15 @@ class Sizes:
     analytics_queues: int = 100  # (j): queues with a synthetic history
     analytics_days: int = 7  # (j): days of minutes each
     analytics_reps: int = 50  # (j): requests per chart and run
+    stream_rate: float = 5000.0  # (k): msg/s into the stream's queue
+    stream_batch: int = 50  # (k): messages per push request
+    stream_producers: int = 10  # (k): producer connections, each on its own clock
+    stream_consumers: int = 2  # (k): long-polling consumers of the one group
+    stream_duration_s: float = 35.0  # (k): production time (>= 30 full 1 s windows)
+    stream_idle_polls: int = 1000  # (l): waiting stream polls
+    stream_idle_streams: int = 10  # (l): streams (one queue each)
+    stream_idle_groups: int = 10  # (l): consumer groups per stream
+    stream_idle_s: float = 30.0  # (l): measured window
 
 
 FULL = Sizes()
@@ -62,6 +72,8 @@ QUICK = Sizes(
     ceiling_queue_rows=60_000,
     analytics_days=1,
     analytics_reps=10,
+    stream_duration_s=8.0,
+    stream_idle_s=8.0,
 )
 
 
@@ -134,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
-            " queries over a week of analytics; each throughput figure beside its in-run"
+            " queries over a week of analytics, (k) stream window latency, (l) idle stream"
+            " polls; each throughput figure beside its in-run"
             " ceiling (docs/benchmarks.md)."
         ),
     )
@@ -150,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j (default: all but i, which starts a second"
-        " server, and j, which fills the database with a week of analytics)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l (default: all but i, which starts a second"
+        " server, j, which fills the database with a week of analytics, and the streams"
+        " scenarios k and l)",
     )
     p.add_argument(
         "--ceilings",

@@ -144,7 +144,7 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
                 continue  # figures sharing one window ((d), (e)) show it once
             seen.add(values)
             label = f.label if len(SCENARIOS[o.letter].figures(ctx.sizes)) > 1 else "-"
-            if o.letter in ("d", "e", "g", "h"):
+            if o.letter in ("d", "e", "g", "h", "k", "l"):
                 label = "measured window"
             server, busiest, postgres, loadgen, other, machine = values
             sampler = o.cpu_median(f.key, "pg_sampler")  # the bench's own PostgreSQL backend

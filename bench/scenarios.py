@@ -1,9 +1,9 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, longpoll, push
+from bench import analytics, consume, e2e, longpoll, push, streams
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -29,5 +29,12 @@ SCENARIOS: dict[str, Scenario] = {
             analytics.analytics_figures,
             analytics.chart_queries,
         ),
+        Scenario(
+            "k",
+            "stream window latency, 1 s tumbling",
+            streams.window_figures,
+            streams.window_latency,
+        ),
+        Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
     )
 }
