@@ -34,6 +34,7 @@ class PollStack(Generic[IntentionT]):
         worker_interval_ms: int,
         cleanup_threshold_s: float,
         concurrent_checks: int = 1,
+        due_on_ticks: bool = False,
         name: str = "queen-poll",
     ) -> None:
         self.registry = PollIntentionRegistry[IntentionT](
@@ -49,6 +50,7 @@ class PollStack(Generic[IntentionT]):
             worker_interval_ms=worker_interval_ms,
             cleanup_threshold_s=cleanup_threshold_s,
             concurrent_checks=concurrent_checks,
+            due_on_ticks=due_on_ticks,
             name=name,
         )
         self.longpoll = LongPollService[IntentionT](

@@ -52,6 +52,12 @@ class PollWorker(Generic[IntentionT]):
     ``concurrent_checks`` is how many database calls popping for due groups' heads may
     run at once (1: one after another). More cut the latency of a pass over many groups
     at the cost of more calls (each chunk of heads is its own call).
+
+    ``due_on_ticks`` (the stream poll workers): groups whose backoff interval ran out are
+    checked on the worker's tick (every ``worker_interval_ms``), all of them in one pass,
+    instead of each at its own moment; a wake-up (registration, push, notification) still
+    runs a pass at once. Idle groups then cost one database call per tick together rather
+    than one each, at most one tick late (their backoff is a safety net: wake-ups answer).
     """
 
     def __init__(
@@ -67,6 +73,7 @@ class PollWorker(Generic[IntentionT]):
         cleanup_threshold_s: float = 3600.0,
         cleanup_every_s: float = 60.0,
         concurrent_checks: int = 1,
+        due_on_ticks: bool = False,
     ) -> None:
         if not 0 <= index < count:
             raise ValueError(f"worker index {index} out of range for {count} workers")
@@ -84,6 +91,9 @@ class PollWorker(Generic[IntentionT]):
         self._responses = responses
         self._interval_s = worker_interval_ms / 1000.0
         self._concurrent_checks = concurrent_checks
+        self._due_on_ticks = due_on_ticks
+        self._next_tick: float | None = None
+        self._woken = False
         self._clock = clock
         self._cleanup_threshold_s = cleanup_threshold_s
         self._cleanup_every_s = cleanup_every_s
@@ -96,6 +106,7 @@ class PollWorker(Generic[IntentionT]):
         """Interrupt the worker's sleep; ``source`` is counted in ``counters.wakeups``."""
         with self._counter_lock:
             self.counters.wakeups[source] = self.counters.wakeups.get(source, 0) + 1
+        self._woken = True
         self._wake.set()
 
     def request_stop(self) -> None:
@@ -124,11 +135,12 @@ class PollWorker(Generic[IntentionT]):
         for intention in self._registry.pop_expired(self.index, now):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
             self._count(timed_out=1)
-        due = self._registry.due_keys(self.index, now)
-        if len(due) == 1:
-            self._poll_group(due[0], now)
-        elif due:
-            self._poll_many(due, now)
+        if self._checks_due(now):
+            due = self._registry.due_keys(self.index, now)
+            if len(due) == 1:
+                self._poll_group(due[0], now)
+            elif due:
+                self._poll_many(due, now)
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 
@@ -303,9 +315,27 @@ class PollWorker(Generic[IntentionT]):
             self._registry.cleanup_idle(self._cleanup_threshold_s, now)
             self._next_cleanup = now + self._cleanup_every_s
 
+    def _checks_due(self, now: float) -> bool:
+        """Whether this pass runs the due groups' rounds: always, or with ``due_on_ticks``
+        after a wake-up or once a tick has passed."""
+        if not self._due_on_ticks:
+            return True
+        woken, self._woken = self._woken, False
+        if woken or self._next_tick is None or now >= self._next_tick:
+            self._next_tick = now + self._interval_s
+            return True
+        return False
+
     def _sleep_time(self, now: float) -> float:
         timeout = self._interval_s
-        for at in (self._registry.next_due(self.index), self._registry.next_deadline(self.index)):
+        if self._due_on_ticks:
+            at_times = [self._next_tick, self._registry.next_deadline(self.index)]
+        else:
+            at_times = [
+                self._registry.next_due(self.index),
+                self._registry.next_deadline(self.index),
+            ]
+        for at in at_times:
             if at is not None:
                 timeout = min(timeout, at - now)
         return max(0.0, timeout)
@@ -326,6 +356,7 @@ class PollWorkerPool(Generic[IntentionT]):
         cleanup_threshold_s: float = 3600.0,
         name: str = "queen-poll",
         concurrent_checks: int = 1,
+        due_on_ticks: bool = False,
     ) -> None:
         self.registry = registry
         self.responses = responses
@@ -340,6 +371,7 @@ class PollWorkerPool(Generic[IntentionT]):
                 clock=clock,
                 cleanup_threshold_s=cleanup_threshold_s,
                 concurrent_checks=concurrent_checks,
+                due_on_ticks=due_on_ticks,
             )
             for i in range(count)
         ]

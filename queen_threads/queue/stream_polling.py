@@ -57,6 +57,7 @@ class StreamPollingService(PollStack[StreamPollIntention]):
             worker_interval_ms=settings.stream_poll_worker_interval_ms,
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
             concurrent_checks=settings.stream_concurrent_checks,
+            due_on_ticks=True,  # the original's loop: due groups checked every tick together
             name="queen-stream-poll",
         )
 

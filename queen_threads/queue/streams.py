@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from queen_threads.errors import NotFound
 from queen_threads.polling import (
     PollIntentionRegistry,
     Response,
@@ -22,6 +24,14 @@ from queen_threads.settings import Settings
 
 log = logging.getLogger("queen_threads.streams")
 
+SOURCES_TTL_S = 5.0
+"""How long a process trusts the source queues it read for a stream. Every waiting stream
+poll needs them (pushes into them wake it); re-reading them for each of a thousand polls
+re-posted every few seconds was most of an idle server's database work. A stream defined
+or deleted by another process is seen within this time (meanwhile a poll of a deleted
+stream waits out its timeout and answers 204 instead of 404); unknown streams are never
+cached."""
+
 
 class Streams:
     """What the stream routes use: the store for definitions and admin reads, the stream
@@ -32,6 +42,7 @@ class Streams:
         self, settings: Settings, store: StreamStore, responses: ResponseQueues, worker_id: int
     ) -> None:
         self.store = store
+        self._sources: dict[str, tuple[float, tuple[str, ...]]] = {}
         self.popper = StreamWindowPopper(store)
         self.polling = StreamPollingService(settings, self.popper, responses, worker_id)
 
@@ -58,11 +69,36 @@ class Streams:
     ) -> Response | None:
         return self.polling.wait(intention, is_disconnected, watch)
 
+    def sources(self, stream: str) -> tuple[str, ...] | None:
+        """The stream's source queue names (None: no such stream), read at most every
+        SOURCES_TTL_S seconds per stream."""
+        now = time.monotonic()
+        cached = self._sources.get(stream)
+        if cached is not None and now - cached[0] < SOURCES_TTL_S:
+            return cached[1]
+        sources = self.store.sources(stream)
+        if sources is None:
+            self._sources.pop(stream, None)
+        else:
+            self._sources[stream] = (now, sources)
+        return sources
+
+    def define(self, definition: dict[str, Any]) -> dict[str, Any]:
+        self._sources.pop(definition["name"], None)
+        return self.store.define(definition)
+
+    def delete(self, stream: str) -> bool:
+        self._sources.pop(stream, None)
+        return self.store.delete(stream)
+
     def poll_once(self, request: StreamPollRequest) -> dict[str, Any] | None:
         """One look for a ready window, without waiting (a poll with timeout 0)."""
         lease = str(uuid.uuid4())
         ask = {"idx": 0, "stream": request.stream, "consumerGroup": request.consumer_group}
         results = self.store.poll([{**ask, "leaseId": lease}], stop_on_empty=True)
+        if results and results[0].get("notFound"):  # deleted since its sources were read
+            self._sources.pop(request.stream, None)
+            raise NotFound(f"Stream not found: {request.stream}")
         window = results[0].get("window") if results else None
         return {"window": window} if window else None
 

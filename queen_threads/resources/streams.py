@@ -33,7 +33,7 @@ class Define:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         definition = stream_body.define_body(json_object(req, self.runtime.settings.max_body_size))
-        result = self.runtime.streams.store.define(definition)
+        result = self.runtime.streams.define(definition)
         error = result.get("error")
         if error == "sources_not_found":
             raise NotFound(f"Source queue(s) not found: {', '.join(result['missing'])}")
@@ -59,7 +59,7 @@ class Poll:
             return
         self.runtime.require_database()
         streams = self.runtime.streams
-        sources = streams.store.sources(poll.stream)
+        sources = streams.sources(poll.stream)
         if sources is None:
             raise _stream_not_found(poll.stream)
         request = StreamPollRequest(poll.stream, poll.consumer_group, sources)
@@ -152,7 +152,7 @@ class Stream:
         media(resp, detail)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        if not self.runtime.streams.store.delete(name):
+        if not self.runtime.streams.delete(name):
             raise _stream_not_found(name)
         media(resp, {"deleted": True, "stream": name})
 

@@ -25,7 +25,7 @@ KEY = qk("q:*:g")
 class Harness:
     """One registry, one worker (worker_count 1 unless given), one response queue."""
 
-    def __init__(self, workers: int = 1, interval_ms: int = 50) -> None:
+    def __init__(self, workers: int = 1, interval_ms: int = 50, due_on_ticks: bool = False) -> None:
         self.clock = ManualClock(0.0)
         self.registry = PollIntentionRegistry(worker_count=workers, clock=self.clock)
         self.popper = InMemoryPopper()
@@ -40,6 +40,7 @@ class Harness:
                 self.responses,
                 worker_interval_ms=interval_ms,
                 clock=self.clock,
+                due_on_ticks=due_on_ticks,
             )
             for i in range(workers)
         ]
@@ -156,6 +157,29 @@ def test_sleep_time_follows_next_due_deadline_and_interval() -> None:
     assert h.worker.run_once(0.0) == pytest.approx(0.2)  # next backoff round
     h.clock.now = 0.9
     assert h.worker.run_once(0.9) == pytest.approx(0.1)  # the deadline comes first
+
+
+def test_due_on_ticks_checks_due_groups_together_on_the_tick() -> None:
+    ticks, precise = Harness(interval_ms=100, due_on_ticks=True), Harness(interval_ms=100)
+    for h in (ticks, precise):
+        h.wait("a1", queue="a")
+        h.wait("b1", queue="b")
+        h.worker.wake("register")
+        h.worker.run_once(0.0)
+        assert h.popper.calls == [["a1", "b1"]]  # new groups: at once, in one call
+        h.worker.run_once(0.1)  # a tick; a and b are due again at 0.2
+        h.wait("c1", queue="c")  # registered without a wake-up: due, not yet checked
+        h.worker.run_once(0.15)
+    assert precise.popper.calls[1:] == [["c1"]]  # checked at its own moment
+    assert ticks.popper.calls[1:] == []  # waits for the tick
+    assert ticks.worker.run_once(0.15) == pytest.approx(0.05)  # sleeps until the next tick
+    ticks.worker.run_once(0.2)  # the tick: a and b are due again, c since 0.15
+    assert ticks.popper.calls[1:] == [["a1", "b1", "c1"]]
+    ticks.popper.add(qk("a:*:g"), 1)
+    ticks.registry.reset_matching("a")
+    ticks.worker.wake("push")  # a wake-up between ticks runs a pass at once
+    ticks.worker.run_once(0.3)
+    assert ticks.popper.calls[2:] == [["a1"]] and ticks.answer("a1") is not None
 
 
 def test_push_reset_makes_the_group_due_at_once(h: Harness) -> None:
