@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg2
 import psycopg2.extensions
+import pytest
 
 Conn = psycopg2.extensions.connection
 
@@ -322,3 +323,63 @@ def test_a_push_in_an_old_transaction_lands_after_what_consumers_already_saw(
         conn_a.close()
     got = _call(pg_conn, "pop_unified_batch", [{"idx": 0, "queue": "old-tx", "batch": 10}])[0]
     assert [m["data"] for m in got["messages"]] == ["a"]
+
+
+def _blocked_on_a_lock(conn: Conn, pid: int) -> bool:
+    with conn.cursor() as cur:
+        cur.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s", (pid,))
+        row = cur.fetchone()
+        return row is not None and row[0] == "Lock"
+
+
+@pytest.mark.parametrize("what", ["queue", "partition"])
+def test_deleting_what_an_open_push_writes_to_leaves_no_message_behind(
+    pg_conn: Conn, migrated_dsn: str, what: str
+) -> None:
+    """Messages have no foreign key to their partition (migration 0009): a delete of the
+    partition (or its queue) while a push into it is open must wait for the push and then
+    take its messages with it."""
+    _call(pg_conn, "push_messages_v2", [{"queue": "gone", "partition": "p", "payload": 0}])
+    _call(pg_conn, "push_messages_v2", [{"queue": "stays", "payload": 0}])
+    with pg_conn.cursor() as cur:
+        cur.execute("SELECT p.id FROM queen.partitions p WHERE p.name = 'p'")
+        (partition_id,) = cur.fetchone() or (None,)
+    conn_push = psycopg2.connect(migrated_dsn)  # not autocommit: the push stays open
+    conn_delete = _connect(migrated_dsn)
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def delete() -> None:
+        try:
+            with conn_delete.cursor() as cur:
+                if what == "queue":
+                    cur.execute("DELETE FROM queen.queues WHERE name = 'gone'")
+                else:
+                    cur.execute("DELETE FROM queen.partitions WHERE id = %s", (partition_id,))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    try:
+        with conn_push.cursor() as cur:
+            items = [{"queue": "gone", "partition": "p", "payload": i} for i in range(1, 4)]
+            cur.execute("SELECT queen.push_messages_v2(%s::jsonb)", (json.dumps(items),))
+        t = threading.Thread(target=delete)
+        t.start()
+        deadline = time.monotonic() + 10
+        while not _blocked_on_a_lock(pg_conn, conn_delete.get_backend_pid()):
+            assert not done.is_set(), "the delete must wait for the open push"
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        conn_push.commit()
+        t.join(10)
+        assert errors == []
+    finally:
+        conn_push.close()
+        conn_delete.close()
+    with pg_conn.cursor() as cur:
+        cur.execute("SELECT count(*) FROM queen.messages WHERE partition_id = %s", (partition_id,))
+        assert cur.fetchone() == (0,)
+        cur.execute("SELECT count(*) FROM queen.messages")
+        assert cur.fetchone() == (1,)  # the other queue's message stays
