@@ -1,7 +1,9 @@
-"""Writing the answer of a long poll (a `wait=true` pop or a stream poll), the same way
-for both: wait through the poll's service, 503 when its registry refuses, 204 when nothing
-came (or the client left, or pops were paused meanwhile: the leases go back), else the
-body with its leases given back unless the server finished writing it."""
+"""Writing answers that carry leases (pops, stream polls), the same way for all: the
+body's leases are given back unless the server finished writing it, so a client that
+leaves mid-answer strands nothing until its lease expires. A long poll (`wait=true` pop,
+stream poll with a timeout) first waits through its service: 503 when its registry
+refuses, 204 when nothing came (or the client left, or pops were paused meanwhile: the
+leases go back)."""
 
 from __future__ import annotations
 
@@ -44,7 +46,18 @@ def answer(
         resp.status = 204
         return
     body, on_written = prepare(result.body) if prepare is not None else (result.body, None)
+    write_leased(resp, body, lambda: release(leases), on_written)
+
+
+def write_leased(
+    resp: falcon.Response,
+    body: bytes,
+    give_back: Callable[[], None],
+    on_written: Callable[[], None] | None = None,
+) -> None:
+    """Answer 200 with `body`; `give_back()` unless it was written to the end, then
+    `on_written()` when given."""
     resp.status = 200
     resp.content_type = falcon.MEDIA_JSON
     resp.content_length = len(body)
-    resp.stream = TrackedBody(body, lambda: release(leases), on_written)
+    resp.stream = TrackedBody(body, give_back, on_written)

@@ -14,13 +14,14 @@ from functools import partial
 from typing import Any
 
 import falcon
+import orjson
 
 from queen_threads import validation as v
 from queen_threads.errors import QueenError
 from queen_threads.http import long_poll
-from queen_threads.http.request import bool_param, int_param, media, str_param
+from queen_threads.http.request import bool_param, int_param, str_param
 from queen_threads.polling import PopRequest
-from queen_threads.queue.popper import auto_ack_answer
+from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
 from queen_threads.runtime import Runtime
 
 log = logging.getLogger("queen_threads.pop")
@@ -83,10 +84,13 @@ class Pop:
             self._long_poll(req, resp, request, min(timeout, s.max_timeout_ms))
             return
         result = self.runtime.queues.pop(request)
-        if result.get("messages"):
-            media(resp, result)
-        else:
+        if not result.get("messages"):
             resp.status = 204
+            return
+        leases = lease_ids_of(result)  # none when autoAck consumed them already
+        long_poll.write_leased(
+            resp, orjson.dumps(result), lambda: self.runtime.polling.longpoll.release(leases)
+        )
 
     def _long_poll(
         self, req: falcon.Request, resp: falcon.Response, request: PopRequest, timeout: int

@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 import falcon
+import orjson
 
 from queen_threads.errors import Conflict, NotFound, ValidationError
 from queen_threads.http import long_poll, stream_body
@@ -78,11 +79,13 @@ class Poll:
 
     def _once(self, resp: falcon.Response, request: StreamPollRequest) -> None:
         """timeout 0: one look, no waiting."""
-        result = self.runtime.streams.poll_once(request)
+        streams = self.runtime.streams
+        result = streams.poll_once(request)
         if result is None:
             resp.status = 204
             return
-        media(resp, result)
+        lease = result["window"]["leaseId"]
+        long_poll.write_leased(resp, orjson.dumps(result), lambda: streams.release([lease]))
 
 
 class Ack:
