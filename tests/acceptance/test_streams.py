@@ -289,12 +289,17 @@ def test_push_wakes_waiters_in_every_worker_process(srv: ServerProcess) -> None:
     define(srv.url, stream, [q], window_type="tumbling", window_duration_ms=1000,
            window_grace_period_ms=0)  # fmt: skip
     end = window_end(push(srv.url, q, "first"), 1000)
-    # One group per waiter: every waiter is owed the window. 16 connections land on both
-    # processes (all on one: a 1 in 30,000 chance, reported below as such).
-    waiters = [StreamWaiter(srv.url, stream, f"g{i}", timeout_ms=15000) for i in range(16)]
-    start_all(waiters)
-    by_process = wait_waiting(srv.url, 16)
-    assert all(count > 0 for count in by_process.values()), f"one process only: {by_process}"
+    # One group per waiter: every waiter is owed the window. The kernel spreads new
+    # connections over the processes; more waiters join until every process holds some.
+    waiters: list[StreamWaiter] = []
+    by_process: dict[int, int] = {}
+    while not by_process or not all(by_process.values()):
+        assert len(waiters) < 128, f"waiters never reached every process: {by_process}"
+        more = [StreamWaiter(srv.url, stream, f"g{len(waiters) + i}", timeout_ms=15000)
+                for i in range(8)]  # fmt: skip
+        start_all(more)
+        waiters += more
+        by_process = wait_waiting(srv.url, len(waiters))
     wait_until_wall_clock(end)
     pushed_at = time.monotonic()
     push(srv.url, q, "second")  # handled by one process; the other hears NOTIFY
