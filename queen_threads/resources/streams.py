@@ -39,9 +39,10 @@ class Define:
         if error == "sources_not_found":
             raise NotFound(f"Source queue(s) not found: {', '.join(result['missing'])}")
         if error == "conflict":
+            name = definition["name"]
             raise Conflict(
-                f"Stream {definition['name']} exists with other options and has consumers; "
-                "delete it first (DELETE /api/v1/resources/streams/{name})"
+                f"Stream {name} exists with other options and has consumers; "
+                f"delete it first (DELETE /api/v1/resources/streams/{name})"
             )
         media(resp, result, 201 if result["created"] else 200)
 
