@@ -24,7 +24,16 @@ from queen_threads.embedded import EmbeddedPostgres, free_port
 from queen_threads.paths import GUNICORN_CONFIG, ROOT
 
 # Variables of the caller's environment that would point the started server elsewhere.
-_SCRUB = ("DATABASE_URL", "PG_HOST", "PGHOST", "PG_PORT", "PGPORT", "QUEEN_DATA_DIR", "PORT")
+_SCRUB = (
+    "DATABASE_URL",
+    "DATABASE_SOCKET_DIR",
+    "PG_HOST",
+    "PGHOST",
+    "PG_PORT",
+    "PGPORT",
+    "QUEEN_DATA_DIR",
+    "PORT",
+)
 
 
 @dataclass
@@ -114,6 +123,8 @@ class ManagedServer:
     def _serve(self, dsn: str, extra: dict[str, str], log_path: Path) -> Target:
         port = free_port()
         server_env = base_env(self.options, port, dsn)
+        if self.pg.socket_folder:  # the server's pool goes through the socket, as with `serve`
+            server_env = {"DATABASE_SOCKET_DIR": self.pg.socket_folder} | server_env
         url = f"http://127.0.0.1:{port}"
         self.procs.append(spawn("queen_threads.wsgi:app", server_env | extra, log_path, url))
         shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
@@ -122,7 +133,7 @@ class ManagedServer:
             url=url,
             server_pid=self.procs[-1].pid,
             pg_pid=postmaster_pid(self.pg.pgdata),
-            dsn=dsn,
+            dsn=self.pg.socket_dsn or dsn,  # the ceilings take the server's pool's route
             started_here=True,
             server_env=shown,
             log_path=str(log_path),

@@ -97,6 +97,8 @@ def cmd_serve(settings: Settings) -> int:
             settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
         )
         env = dict(os.environ, DATABASE_URL=dsn)
+        if embedded is not None and embedded.socket_folder:
+            env["DATABASE_SOCKET_DIR"] = embedded.socket_folder
         cmd = [
             sys.executable,
             "-m",

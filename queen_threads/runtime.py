@@ -66,6 +66,7 @@ def pool_config(settings: Settings, dsn: str) -> PoolConfig:
         idle_in_transaction_timeout_ms=settings.db_idle_timeout_ms,
         application_name=f"queen-threads:{os.getpid()}",
         transaction_pooled=settings.transaction_pooled,
+        socket_dir=settings.database_socket_dir,
     )
 
 

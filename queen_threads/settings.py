@@ -221,6 +221,14 @@ class Settings:
         "libpq URL of the same database, not through a pooler: LISTEN, background "
         "services, migrations (unset: the pool's database).",
     )
+    database_socket_dir: str = env(
+        "DATABASE_SOCKET_DIR",
+        "",
+        _str,
+        "Unix-socket folder through which the connection pool reaches the database of "
+        "DATABASE_URL (same server and port; cheaper than loopback TCP). `serve` sets it "
+        "for the embedded PostgreSQL. Unset: the URL's host.",
+    )
     database_pooler: str = env(
         "DATABASE_POOLER",
         "auto",
@@ -590,6 +598,10 @@ def _check_direct_database(settings: Settings) -> None:
     nothing)."""
     if settings.database_direct_url and settings.uses_embedded_database:
         raise ConfigError("DATABASE_DIRECT_URL needs DATABASE_URL or PG_HOST (the pool's database)")
+    if settings.database_socket_dir and settings.transaction_pooled:
+        raise ConfigError(
+            "DATABASE_SOCKET_DIR bypasses the pooler of DATABASE_URL: unset it with a pooler"
+        )
     if settings.database_pooler == "transaction" and not settings.database_direct_url:
         raise ConfigError(
             "DATABASE_POOLER=transaction needs DATABASE_DIRECT_URL: LISTEN, the background "

@@ -51,6 +51,9 @@ class PoolConfig:
     # settings (they would stay on a server connection other clients share), so every
     # transaction sets them for itself (statements.py).
     transaction_pooled: bool = False
+    # A Unix-socket folder that replaces the DSN's host (the same server, cheaper round
+    # trips than loopback TCP); "" keeps the DSN's host.
+    socket_dir: str = ""
 
 
 def connection_kwargs(

@@ -80,6 +80,8 @@ class Pool:
                 f"-c lock_timeout={cfg.lock_timeout_ms} "
                 f"-c idle_in_transaction_session_timeout={cfg.idle_in_transaction_timeout_ms}"
             )
+        if cfg.socket_dir:
+            extra["host"] = cfg.socket_dir
         conn = psycopg2.connect(
             cfg.dsn,
             **connection_kwargs(cfg.dsn, cfg.connect_timeout_s, cfg.application_name, **extra),

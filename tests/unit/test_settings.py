@@ -47,6 +47,18 @@ def test_dsn_from_pg_variables_and_database_url() -> None:
     assert s.dsn() == "postgresql://x@y/z"
 
 
+def test_a_socket_folder_is_refused_beside_a_pooler() -> None:
+    pooled = {
+        "DATABASE_URL": "postgresql://x@pooler/z",
+        "DATABASE_DIRECT_URL": "postgresql://x@db/z",
+    }
+    with pytest.raises(ConfigError, match="DATABASE_SOCKET_DIR bypasses the pooler"):
+        load_settings(pooled | {"DATABASE_SOCKET_DIR": "/run/pg"}, dotenv_path=None)
+    s = load_settings({"DATABASE_URL": "postgresql://x@y/z", "DATABASE_SOCKET_DIR": "/run/pg"},
+                      dotenv_path=None)  # fmt: skip
+    assert s.database_socket_dir == "/run/pg"
+
+
 def test_no_database_configured_is_a_clear_error() -> None:
     with pytest.raises(ConfigError, match="no database configured"):
         load_settings({}, dotenv_path=None).dsn()
