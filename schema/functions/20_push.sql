@@ -106,11 +106,19 @@ BEGIN
     mapped AS MATERIALIZED (
         SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
                q.namespace AS ns, q.task AS tk,
-               coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc,
-               row_number() OVER (PARTITION BY p.id, i.txn ORDER BY i.idx) AS rn
+               coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc
           FROM items i
           LEFT JOIN queen.queues q ON q.name = i.qn
           LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
+    ),
+    -- The first item of each (partition, transactionId) in the request, the one stored:
+    -- a hash aggregate over narrow columns, cheaper than a window over the wide rows
+    -- (which sorts them).
+    firsts AS MATERIALIZED (
+        SELECT min(mp.idx) AS idx
+          FROM mapped mp
+         WHERE mp.pid IS NOT NULL
+         GROUP BY mp.pid, mp.txn
     ),
     -- One unique-index probe per (partition, transactionId) (with p_probe, or for a capped
     -- queue): a plan that cannot turn into a scan of the whole table when statistics are
@@ -127,7 +135,8 @@ BEGIN
     cand AS MATERIALIZED (
         SELECT mp.*
           FROM mapped mp
-         WHERE mp.pid IS NOT NULL AND mp.rn = 1 AND NOT mp.plain_in_enc
+         WHERE mp.pid IS NOT NULL AND NOT mp.plain_in_enc
+           AND EXISTS (SELECT 1 FROM firsts fi WHERE fi.idx = mp.idx)
            AND NOT EXISTS (SELECT 1 FROM existing x
                             WHERE x.partition_id = mp.pid AND x.transaction_id = mp.txn)
     ),
@@ -154,7 +163,7 @@ BEGIN
                coalesce(ins.id, x.id) AS mid,
                coalesce(ins.trace_id, mp.trace_id) AS trace_id,
                CASE
-                   WHEN ins.id IS NOT NULL AND mp.rn = 1 THEN 'queued'
+                   WHEN ins.id IS NOT NULL AND fi.idx IS NOT NULL THEN 'queued'
                    WHEN ins.id IS NOT NULL OR x.id IS NOT NULL THEN 'duplicate'
                    ELSE 'failed'
                END AS status,
@@ -179,6 +188,7 @@ BEGIN
           LEFT JOIN ins ON ins.partition_id = mp.pid AND ins.transaction_id = mp.txn
           LEFT JOIN existing x ON x.partition_id = mp.pid AND x.transaction_id = mp.txn
           LEFT JOIN full_q f ON f.qid = mp.qid
+          LEFT JOIN firsts fi ON fi.idx = mp.idx
     )
     -- The answer is json (text), about half the cost of a jsonb object per item; the
     -- wake-up list only when this transaction sends the wake-ups itself (queen._wake).

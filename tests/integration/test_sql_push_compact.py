@@ -80,6 +80,8 @@ def test_v3_expanded_equals_v2(pg_conn: Conn) -> None:
         {"payload": "no queue", "transactionId": "n2"},
         {"queue": "plain", "partition": "p2", "transactionId": "a"},
         {"queue": "plain", "payload": "stored again", "transactionId": "stored-1"},
+        {"queue": "plain", "payload": "third of a", "transactionId": "a"},
+        {"queue": "enc", "payload": "refused twice", "transactionId": "e1"},
     ]
     generated = [4, 5]
     v2, v3 = _both(pg_conn, items)
@@ -87,14 +89,16 @@ def test_v3_expanded_equals_v2(pg_conn: Conn) -> None:
 
     assert [r["status"] for r in v2] == [
         "queued", "queued", "duplicate", "duplicate", "queued", "queued", "queued", "queued",
-        "failed", "failed", "failed", "failed", "queued", "duplicate",
+        "failed", "failed", "failed", "failed", "queued", "duplicate", "duplicate", "failed",
     ]  # fmt: skip
     assert [r.get("reason") for r in v2 if r["status"] == "failed"] == [
         "encryption_key_missing",
         "queue_full",
         "queue_required",
         "queue_required",
+        "encryption_key_missing",
     ]
+    assert v2[2]["message_id"] == v2[14]["message_id"] == v2[0]["message_id"]
     assert v2[6]["trace_id"] == trace and v2[7]["trace_id"] is None
     assert _generated(expanded, generated) == _generated(v2, generated)
     assert [list(r) for r in expanded] == [list(r) for r in v2]  # same keys, same order
