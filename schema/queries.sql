@@ -42,7 +42,8 @@ ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = n
 -- name: push_messages
 -- Push a batch of items (auto-creates queues/partitions, dedups, enforces maxSize).
 -- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py).
-SELECT queen.push_messages_v2(%s::jsonb)::text
+-- Compact answer, one array per item (QueueStore.push expands it).
+SELECT queen.push_messages_v3(%s::jsonb)::text
   FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
 
 -- name: encrypted_queues

@@ -6,7 +6,7 @@ the oldest of them), so under load many small pushes cost one commit, and a 201 
 means committed.
 
 Calls never overlap on a partition. The database serialises pushes to one partition
-anyway (push_messages_v2 holds the partition's row lock until its commit, which keeps
+anyway (a push holds the partition's row lock until its commit, which keeps
 (created_at, id) in commit order); a second call for a busy partition would only hold a
 pool connection while it waits for the lock, and would carry fewer requests. Waiting
 here instead lets the next call carry everything that arrived meanwhile. Calls for

@@ -16,6 +16,35 @@ from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 
 
+def expand_push_results(
+    items: Sequence[dict[str, Any]], rows: Sequence[Sequence[Any]]
+) -> list[dict[str, Any]]:
+    """The per-item results of a push, from the compact answer of queen.push_messages_v3
+    (one `[status, message_id, partition_id, trace_id, error, reason, generated_txn]` per
+    item, in input order): exactly the objects queen.push_messages_v2 answers. The item
+    gives what the database does not repeat (its transactionId, unless the database
+    generated one, and its queue); items come validated, with string transactionIds."""
+    results = []
+    for index, (item, row) in enumerate(zip(items, rows, strict=True)):
+        status, message_id, partition_id, trace_id, error, reason, generated = row
+        txn = item.get("transactionId") if generated is None else generated
+        result = {
+            "index": index,
+            "transaction_id": txn,
+            "transactionId": txn,
+            "status": status,
+            "message_id": message_id,
+            "partition_id": partition_id,
+            "trace_id": trace_id,
+            "queueName": item.get("queue"),
+        }
+        if error is not None:  # failed
+            result["error"] = error
+            result["reason"] = reason
+        results.append(result)
+    return results
+
+
 class QueueStore:
     """Queue operations over the database; values always travel as bind parameters."""
 
@@ -27,7 +56,7 @@ class QueueStore:
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.cipher is not None:
             self._encrypt(items)
-        return list(self.db.call("push_messages", items))
+        return expand_push_results(items, self.db.call("push_messages", items))
 
     def _encrypt(self, items: list[dict[str, Any]]) -> None:
         assert self.cipher is not None

@@ -80,7 +80,7 @@ BEGIN
         RETURN jsonb_build_object('queueFound', false, 'partitionFound', false, 'deleted', 0,
                                   'deadLetters', 0, 'traces', 0, 'partitions', 0);
     END IF;
-    -- As in push_messages_v2: a deadlock victim is rolled back to this block's savepoint
+    -- As in queen._push_retrying: a deadlock victim is rolled back to this block's savepoint
     -- (its locks released) and tries again.
     FOR attempt IN 1..3 LOOP
         BEGIN
