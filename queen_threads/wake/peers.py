@@ -85,11 +85,26 @@ def udp_address(peer: str, default_port: int) -> tuple[str, int]:
     return (host or peer), int(port) if port else default_port
 
 
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, NUL-terminated
+SHORT_TMP = "/tmp"
+
+
+def sibling_dir(instance_port: int) -> str:
+    """The folder of an instance's sibling sockets: in the temp folder, or in /tmp when a
+    deep TMPDIR would make the socket paths longer than the kernel allows (the worker
+    would fail to boot with "AF_UNIX path too long")."""
+    name = f"queen-threads-{instance_port}"
+    longest = os.path.join(tempfile.gettempdir(), name, f"w{2**22}.sock")  # pid_max
+    if len(longest.encode()) <= SOCKET_PATH_MAX:
+        return os.path.join(tempfile.gettempdir(), name)
+    return os.path.join(SHORT_TMP, name)
+
+
 class SiblingBus:
     """Unix datagram sockets, one per worker process of this instance, for relaying."""
 
     def __init__(self, instance_port: int) -> None:
-        self.dir = os.path.join(tempfile.gettempdir(), f"queen-threads-{instance_port}")
+        self.dir = sibling_dir(instance_port)
         os.makedirs(self.dir, mode=0o700, exist_ok=True)
         self.path = os.path.join(self.dir, f"w{os.getpid()}.sock")
         with contextlib.suppress(FileNotFoundError):

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+import os
 import queue
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -16,7 +19,14 @@ from queen_threads.errors import ConfigError, ValidationError
 from queen_threads.settings import load_settings
 from queen_threads.wake.peer_auth import PeerAuth
 from queen_threads.wake.peer_sender import TIMEOUT_S
-from queen_threads.wake.peers import PeerService, from_wire, is_self, to_wire, udp_address
+from queen_threads.wake.peers import (
+    PeerService,
+    SiblingBus,
+    from_wire,
+    is_self,
+    to_wire,
+    udp_address,
+)
 from tests.support.blackhole import BlackHole
 
 
@@ -192,3 +202,23 @@ def test_udp_receiver_binds_loopback_by_default_and_checks_tags(
 def test_udp_bind_address_is_configurable(make_service: Callable[..., PeerService]) -> None:
     service = make_service(udp_peers=("127.0.0.1:9",), udp_bind="0.0.0.0")
     assert service._udp is not None and service._udp.getsockname()[0] == "0.0.0.0"
+
+
+def test_sibling_sockets_bind_under_a_temp_folder_too_deep_for_socket_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = tmp_path / ("d" * 100)
+    deep.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    bus = SiblingBus(free_port())  # the worker used to fail to boot: AF_UNIX path too long
+    sibling = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # another worker's socket
+    try:
+        assert bus.dir.startswith("/tmp/queen-threads-")
+        sibling.bind(f"{bus.dir}/w4194303.sock")
+        sibling.settimeout(5)
+        bus.broadcast({"kind": "push", "queue": "q"})
+        assert orjson.loads(sibling.recv(65536)) == {"kind": "push", "queue": "q"}
+    finally:
+        sibling.close()
+        bus.close()
+        os.unlink(f"{bus.dir}/w4194303.sock")
