@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from typing import Any
 
 from queen_threads import __version__, migrate
@@ -45,6 +46,7 @@ from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.streams import Streams
 from queen_threads.settings import Settings
+from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
 from queen_threads.wake.peers import PeerService
@@ -98,8 +100,13 @@ class Runtime:
         self.store: QueueStore = MeteredQueueStore(
             self.db, cipher, self.instruments.counters, minutes
         )
+        # Other processes wake this one's long polls only where it said it waits
+        # (wake/interest.py): said before every pop, under the notifier's origin.
+        origin = uuid.uuid4().hex
+        self.interest = WakeInterest(self.store.want_wakes, self.store.withdraw_wakes, origin)
+        cover = self.interest if settings.listen_notify else None
         self.polling: PollingService = MeteredPollingService(
-            settings, self.store, self.worker_id, minutes
+            settings, self.store, self.worker_id, minutes, cover
         )
         self.admin = AdminStore(
             self.db,
@@ -115,7 +122,10 @@ class Runtime:
             MeteredStreamStore(self.db, self.store),
             self.polling.responses,
             self.worker_id,
+            cover,
         )
+        self.interest.watch(self.polling.registry.waiting_selectors)
+        self.interest.watch(self.streams.registry.waiting_selectors)
         self.queues.sinks.append(lambda event: self.streams.on_event(event, "push"))
         self.peers = PeerService(
             self._on_peer_event,
@@ -131,7 +141,7 @@ class Runtime:
         )
         self.queues.sinks.append(self.peers)
         # Pushes and acks wake other processes after their commit (wake/notifier.py).
-        self.notifier = WakeNotifier(self.store.wake)
+        self.notifier = WakeNotifier(self.store.wake, origin)
         self.queues.sinks.append(self.notifier)
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         self.schema_ready = threading.Event()
@@ -190,6 +200,7 @@ class Runtime:
         self.streams.start()
         if self.settings.listen_notify:
             self.listener.start()
+            self.interest.start()
         self.peers.start()
         self.notifier.start()
         self.maintenance.start()
@@ -272,6 +283,7 @@ class Runtime:
             self._schema_retry.set()
             self.polling.stop(timeout=1.0)
             self.streams.stop(timeout=1.0)
+            self.interest.stop()
             self.listener.stop()
             self.peers.stop()
             self.notifier.stop()

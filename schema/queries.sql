@@ -60,8 +60,16 @@ SELECT queen.ack_messages_v2(%s::jsonb)::text
   FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
 
 -- name: wake_batch
--- This process's wake-ups for every other process, after its commits.
-SELECT queen.wake_batch_v1(%s::jsonb)::text;
+-- This process's wake-ups for the other processes waiting for them, after its commits.
+SELECT queen.wake_batch_v2(%s::jsonb)::text;
+
+-- name: wake_interest
+-- This process's long polls want wake-ups for these selectors (wake/interest.py).
+SELECT queen.wake_interest_v1(%s::jsonb)::text;
+
+-- name: wake_interest_withdraw
+-- This process waits for nothing any more (shutdown).
+SELECT queen.wake_interest_withdraw_v1(%s)::text;
 
 -- name: execute_transaction
 SELECT queen.execute_transaction_v2(%s::jsonb)::text;

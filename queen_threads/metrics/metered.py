@@ -25,7 +25,7 @@ from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.minutes import QueueMinutes
-from queen_threads.polling import PollIntention, Response
+from queen_threads.polling import Cover, PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.stream_store import StreamStore
@@ -217,8 +217,9 @@ class MeteredPollingService(PollingService):
         store: QueueStore,
         worker_id: int,
         minutes: QueueMinutes | None = None,
+        cover: Cover | None = None,
     ) -> None:
-        super().__init__(settings, store, worker_id)
+        super().__init__(settings, store, worker_id, cover)
         self.minutes = minutes
 
     def wait(

@@ -24,7 +24,7 @@ from .intention import (
     PollIntention,
 )
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
-from .popper import LeaseReleaser, Popper, PopResult
+from .popper import Cover, CoveringPopper, LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
 from .request import PopRequest
 from .responses import Response, ResponseQueue, ResponseQueues
@@ -40,6 +40,8 @@ __all__ = [
     "BackoffPolicy",
     "BackoffState",
     "Clock",
+    "Cover",
+    "CoveringPopper",
     "DelayedWakeups",
     "GroupKey",
     "GroupSelector",

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
-from .intention import Intention
+from .intention import GroupSelector, Intention, IntentionT
 
 _I_contra = TypeVar("_I_contra", bound=Intention, contravariant=True)
 
@@ -61,3 +61,34 @@ class Popper(LeaseReleaser, Protocol[_I_contra]):
         """One database call popping once for each intention (each of another group);
         never stops early: exactly one result per intention, in order."""
         ...
+
+
+class Cover(Protocol):
+    """Makes sure wake-ups for ``selectors`` from other processes will reach this one
+    (wake/interest.py); returns only once they will, raises if it cannot."""
+
+    def cover(self, selectors: Iterable[GroupSelector]) -> None: ...
+
+
+class CoveringPopper(Generic[IntentionT]):
+    """A :class:`Popper` that covers its intentions' selectors before every pop.
+
+    Other processes send a wake-up only where some process said it waits for one
+    (``queen.wake_batch_v2``), and they check after their commit. Saying so before the pop
+    makes a wake-up impossible to miss: either the check sees it, or the pop sees the
+    commit's messages."""
+
+    def __init__(self, popper: Popper[IntentionT], cover: Cover) -> None:
+        self.popper = popper
+        self._cover = cover
+
+    def pop_group(self, intentions: Sequence[IntentionT]) -> list[PopResult]:
+        self._cover.cover(s for intention in intentions for s in intention.selectors())
+        return self.popper.pop_group(intentions)
+
+    def pop_heads(self, intentions: Sequence[IntentionT]) -> list[PopResult]:
+        self._cover.cover(s for intention in intentions for s in intention.selectors())
+        return self.popper.pop_heads(intentions)
+
+    def release(self, lease_ids: Sequence[str]) -> None:
+        self.popper.release(lease_ids)

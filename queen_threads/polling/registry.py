@@ -343,6 +343,11 @@ class PollIntentionRegistry(Generic[IntentionT]):
             ]
         return min(due) if due else None
 
+    def waiting_selectors(self) -> set[GroupSelector]:
+        """The selectors of every group with a waiting intention."""
+        with self._lock:
+            return {s for group in self._groups.values() if group.waiting for s in group.selectors}
+
     def cleanup_idle(self, max_age_s: float, now: float) -> int:
         """Drop backoff states of groups without waiters idle for more than ``max_age_s``."""
         with self._lock:

@@ -9,7 +9,7 @@ from typing import Generic
 from .backoff import BackoffPolicy
 from .intention import IntentionT
 from .longpoll import LongPollService, Watch
-from .popper import Popper
+from .popper import Cover, CoveringPopper, Popper
 from .registry import PollIntentionRegistry
 from .responses import Response, ResponseQueues
 from .worker import PollWorkerPool
@@ -18,6 +18,9 @@ from .worker import PollWorkerPool
 class PollStack(Generic[IntentionT]):
     """A :class:`PollIntentionRegistry`, the :class:`PollWorkerPool` serving it through
     ``popper``, and the :class:`LongPollService` request greenlets wait through.
+    ``cover`` (when other processes' wake-ups should reach this one) is asked before every
+    pop to cover the selectors popped for (:class:`CoveringPopper`); the registry's
+    :meth:`~PollIntentionRegistry.waiting_selectors` say what to keep covered meanwhile.
 
     The pop long polls and the stream polls each build one (their own registry, workers
     and backoff) over the process's shared :class:`ResponseQueues`.
@@ -36,7 +39,10 @@ class PollStack(Generic[IntentionT]):
         concurrent_checks: int = 1,
         due_on_ticks: bool = False,
         name: str = "queen-poll",
+        cover: Cover | None = None,
     ) -> None:
+        if cover is not None:
+            popper = CoveringPopper(popper, cover)
         self.registry = PollIntentionRegistry[IntentionT](
             capacity=capacity, policy=policy, worker_count=worker_count
         )

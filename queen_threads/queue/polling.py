@@ -8,6 +8,7 @@ from typing import Any
 
 from queen_threads.polling import (
     BackoffPolicy,
+    Cover,
     DelayedWakeups,
     PollIntention,
     PollStack,
@@ -25,7 +26,13 @@ class PollingService(PollStack[PollIntention]):
     """Registry + poll-worker pool + response queues + the LongPollService facade, for the
     ``wait=true`` pops; ``responses`` (created here) is shared with the stream polls."""
 
-    def __init__(self, settings: Settings, store: QueueStore, worker_id: int) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        store: QueueStore,
+        worker_id: int,
+        cover: Cover | None = None,
+    ) -> None:
         self.settings = settings
         self.worker_id = worker_id
         policy = BackoffPolicy(
@@ -42,6 +49,7 @@ class PollingService(PollStack[PollIntention]):
             worker_count=settings.poll_worker_count,
             worker_interval_ms=settings.poll_worker_interval_ms,
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
+            cover=cover,
         )
         self.delayed = DelayedWakeups(lambda event: self._notify(event, "retry"))
         self._stopped = threading.Event()

@@ -98,8 +98,18 @@ class QueueStore:
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them
-        (wake/notifier.py); {origin, events}. Returns how many were sent."""
+        (wake/notifier.py); {origin, events}. Returns how many were sent (those another
+        process waits for)."""
         return int(self.db.call("wake_batch", batch))
+
+    def want_wakes(self, interest: dict[str, Any]) -> int:
+        """Say which wake-ups this process's long polls wait for (wake/interest.py);
+        {origin, ttlMs, selectors}. Committed when it returns."""
+        return int(self.db.call("wake_interest", interest))
+
+    def withdraw_wakes(self, origin: str) -> int:
+        """This process waits for no wake-up any more."""
+        return int(self.db.json("wake_interest_withdraw", (origin,)))
 
     def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
         return dict(self.db.call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))

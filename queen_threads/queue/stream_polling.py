@@ -12,6 +12,7 @@ from typing import Any
 
 from queen_threads.polling import (
     BackoffPolicy,
+    Cover,
     PollStack,
     Popper,
     ResponseQueues,
@@ -39,6 +40,7 @@ class StreamPollingService(PollStack[StreamPollIntention]):
         popper: Popper[StreamPollIntention],
         responses: ResponseQueues,
         worker_id: int,
+        cover: Cover | None = None,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id
@@ -59,6 +61,7 @@ class StreamPollingService(PollStack[StreamPollIntention]):
             concurrent_checks=settings.stream_concurrent_checks,
             due_on_ticks=True,  # the original's loop: due groups checked every tick together
             name="queen-stream-poll",
+            cover=cover,
         )
 
     def start(self) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from queen_threads.errors import NotFound
 from queen_threads.polling import (
+    Cover,
     PollIntentionRegistry,
     Response,
     ResponseQueues,
@@ -39,12 +40,17 @@ class Streams:
     their group (here at once; other processes hear the stored function's NOTIFY)."""
 
     def __init__(
-        self, settings: Settings, store: StreamStore, responses: ResponseQueues, worker_id: int
+        self,
+        settings: Settings,
+        store: StreamStore,
+        responses: ResponseQueues,
+        worker_id: int,
+        cover: Cover | None = None,
     ) -> None:
         self.store = store
         self._sources: dict[str, tuple[float, tuple[str, ...]]] = {}
         self.popper = StreamWindowPopper(store)
-        self.polling = StreamPollingService(settings, self.popper, responses, worker_id)
+        self.polling = StreamPollingService(settings, self.popper, responses, worker_id, cover)
 
     @property
     def registry(self) -> PollIntentionRegistry[StreamPollIntention]:

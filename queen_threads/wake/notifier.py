@@ -8,8 +8,10 @@ without. So the server's push and ack statements tell their stored functions not
 notify (`queen.server_wakes`, see `queen._wake` in schema/functions/10_helpers.sql); the
 server wakes its own poll workers directly and hands each event to a `WakeNotifier`, one
 per process, which sends whatever piled up in one notify-only transaction
-(`queen.wake_batch_v1`: no flush wait, the lock held for a moment). While one such call
+(`queen.wake_batch_v2`: no flush wait, the lock held for a moment). While one such call
 is in flight new events collect (duplicates merge), so under load one call carries many.
+The call notifies only the events some other process waits for (wake/interest.py); when
+none does, its transaction writes nothing at all.
 
 An event sent here carries this process's `origin`; its own listener drops it (the poll
 workers here were woken when the event was made). If the call fails (database gone), the
@@ -58,6 +60,7 @@ class WakeNotifier:
         self._thread: threading.Thread | None = None
         self.calls = 0
         self.sent = 0
+        self.unwanted = 0  # events no other process waited for (not sent)
         self.failed = 0
         self.dropped = 0
 
@@ -103,8 +106,10 @@ class WakeNotifier:
         """One call for `events`; a failure is logged and counted, never raised."""
         self.calls += 1
         try:
-            self.send({"origin": self.origin, "events": events})
-            self.sent += len(events)
+            notified = self.send({"origin": self.origin, "events": events})
+            sent = notified if isinstance(notified, int) else len(events)
+            self.sent += sent
+            self.unwanted += len(events) - sent
         except Exception as exc:
             self.failed += len(events)
             log.warning("wake-ups for other processes not sent (%s): %s", len(events), exc)
@@ -112,5 +117,5 @@ class WakeNotifier:
     def stats(self) -> dict[str, int]:
         with self._cond:
             pending = len(self._pending)
-        return {"calls": self.calls, "sent": self.sent, "failed": self.failed,
-                "dropped": self.dropped, "pending": pending}  # fmt: skip
+        return {"calls": self.calls, "sent": self.sent, "unwanted": self.unwanted,
+                "failed": self.failed, "dropped": self.dropped, "pending": pending}  # fmt: skip

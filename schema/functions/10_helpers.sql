@@ -253,3 +253,72 @@ BEGIN
     RETURN v_count;
 END;
 $$;
+
+-- Does a wake-up event concern another process's waiting long polls (queen.wake_interest)?
+-- `p_namespace`/`p_task` are the event queue's; a scope's JSON null matches any.
+CREATE OR REPLACE FUNCTION queen._wake_wanted(
+    p_origin text, p_queue text, p_namespace text, p_task text
+) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM queen.wake_interest i
+         WHERE i.origin IS DISTINCT FROM p_origin
+           AND i.expires_at > now()
+           AND CASE WHEN i.selector ? 'queue' THEN i.selector ->> 'queue' = p_queue
+                    ELSE (i.selector ->> 'namespace' IS NULL OR i.selector ->> 'namespace' = p_namespace)
+                     AND (i.selector ->> 'task' IS NULL OR i.selector ->> 'task' = p_task)
+               END)
+$$;
+
+-- wake_batch_v1 for the events some other process waits for (queen.wake_interest): a
+-- batch nobody else waits for notifies nobody, and its transaction writes nothing (no
+-- transaction id, no commit record, no notify-queue lock). Run after the commits that
+-- made the events, so a long poll that registered its interest after this check pops
+-- after those commits and finds their messages (docs/architecture.md). Returns how many
+-- events were sent.
+CREATE OR REPLACE FUNCTION queen.wake_batch_v2(p jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT count(pg_notify('queen_wakeup', (
+               e || jsonb_build_object('namespace', q.namespace, 'task', q.task,
+                                       'origin', p -> 'origin'))::text))
+      INTO v_count
+      FROM jsonb_array_elements(coalesce(p -> 'events', '[]'::jsonb)) e
+      LEFT JOIN queen.queues q ON q.name = e ->> 'queue'
+     WHERE queen._wake_wanted(p ->> 'origin', e ->> 'queue', q.namespace, q.task);
+    RETURN v_count;
+END;
+$$;
+
+-- A process's waiting long polls want wake-ups for these selectors until `ttlMs` from now
+-- (renewed while they wait). Also forgets rows that expired long ago (processes gone).
+-- Input: {origin, ttlMs, selectors: [{"queue": q} | {"namespace": ns, "task": t}]}.
+CREATE OR REPLACE FUNCTION queen.wake_interest_v1(p jsonb) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM queen.wake_interest WHERE expires_at < now() - interval '1 hour';
+    INSERT INTO queen.wake_interest (origin, selector, expires_at)
+    SELECT DISTINCT p ->> 'origin', s, now() + make_interval(secs => (p ->> 'ttlMs')::numeric / 1000)
+      FROM jsonb_array_elements(coalesce(p -> 'selectors', '[]'::jsonb)) s
+    ON CONFLICT (origin, selector) DO UPDATE SET expires_at = EXCLUDED.expires_at;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+-- A process stops waiting for anything (shutdown).
+CREATE OR REPLACE FUNCTION queen.wake_interest_withdraw_v1(p_origin text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM queen.wake_interest WHERE origin = p_origin;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;

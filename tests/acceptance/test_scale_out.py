@@ -11,7 +11,9 @@ Every instance polls slowly by itself (`SLOW_POLLING`: a group's next pop comes 
 after the last), so a prompt answer to a waiting long poll can only come from a wake-up:
 with the wake-ups of other processes broken, the probes come back seconds late and the
 test fails (checked by leaving out `self.queues.sinks.append(self.notifier)` in
-queen_threads/runtime.py: every probe answered 204 at its 8 s deadline).
+queen_threads/runtime.py: every probe answered 204 at its 8 s deadline; and, since other
+processes notify only where a process said it waits, by giving the poll stacks no
+`cover` there: every probe again unanswered until its deadline).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Wake-ups after the commit: the server's push and ack statements send no NOTIFY from
 inside their transaction (queen.server_wakes); the server sends them afterwards with
-queen.wake_batch_v1. Every other writer (plain SQL) still notifies at commit."""
+queen.wake_batch_v2 (to the processes that wait for them: test_wake_interest.py). Every
+other writer (plain SQL) still notifies at commit."""
 
 from __future__ import annotations
 
@@ -68,13 +69,14 @@ def test_a_plain_sql_push_still_notifies_at_commit(migrated_dsn: str, pg_conn: C
     listener.close()
 
 
-def test_wake_batch_notifies_every_event_with_namespace_task_and_origin(
+def test_wake_batch_notifies_every_wanted_event_with_namespace_task_and_origin(
     migrated_dsn: str, database: Database
 ) -> None:
     listener = listening(migrated_dsn)
     store = QueueStore(database)
     queue = f"ns{uuid.uuid4().hex[:6]}.task.q"
     store.push([item(queue)])  # creates the queue (namespace and task from its name)
+    store.want_wakes({"origin": "proc-2", "ttlMs": 60_000, "selectors": [{"queue": queue}]})
     events = [
         {"kind": "push", "queue": queue, "partition": "P"},
         {"kind": "free", "queue": queue, "partition": "P", "consumerGroup": "g", "delayMs": 50},

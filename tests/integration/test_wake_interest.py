@@ -1,0 +1,128 @@
+"""Wake-ups only where some other process waits (queen.wake_interest, wake/interest.py):
+the server's notifier call (queen.wake_batch_v2) sends an event only when another
+process's unexpired row asks for its queue, or for its queue's namespace/task scope."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg2.extensions
+import pytest
+
+from queen_threads.db import Database
+from queen_threads.queue.store import QueueStore
+from tests.integration.test_wake_after_commit import heard, item, listening
+
+Conn = psycopg2.extensions.connection
+
+
+@pytest.fixture
+def store(database: Database) -> QueueStore:
+    return QueueStore(database)
+
+
+def queue_in(namespace: str, task: str) -> str:
+    return f"{namespace}.{task}.q{uuid.uuid4().hex[:6]}"
+
+
+def want(store: QueueStore, origin: str, *selectors: dict[str, Any], ttl_ms: int = 60_000) -> int:
+    return store.want_wakes({"origin": origin, "ttlMs": ttl_ms, "selectors": list(selectors)})
+
+
+def sent(store: QueueStore, origin: str, *queues: str) -> int:
+    events = [{"kind": "push", "queue": queue, "partition": "P"} for queue in queues]
+    return store.wake({"origin": origin, "events": events})
+
+
+def test_nobody_waiting_means_no_notify(migrated_dsn: str, store: QueueStore) -> None:
+    listener = listening(migrated_dsn)
+    queue = queue_in("ns", "t")
+    store.push([item(queue)])
+    assert sent(store, "pusher", queue) == 0
+    assert heard(listener, 0.3) == []
+    listener.close()
+
+
+def test_only_the_queues_somebody_waits_for_are_notified(
+    migrated_dsn: str, store: QueueStore
+) -> None:
+    listener = listening(migrated_dsn)
+    wanted, unwanted = queue_in("ns", "t"), queue_in("ns", "t")
+    store.push([item(wanted), item(unwanted)])
+    assert want(store, "waiter", {"queue": wanted}) == 1
+    assert sent(store, "pusher", wanted, unwanted) == 1
+    assert [(e["queue"], e["origin"]) for e in heard(listener)] == [(wanted, "pusher")]
+    listener.close()
+
+
+def test_a_process_is_never_notified_for_its_own_interest(store: QueueStore) -> None:
+    queue = queue_in("ns", "t")
+    store.push([item(queue)])
+    want(store, "same", {"queue": queue})
+    assert sent(store, "same", queue) == 0
+    assert sent(store, "other", queue) == 1
+
+
+@pytest.mark.parametrize(
+    ("scope", "expected"),
+    [
+        ({"namespace": "billing", "task": None}, 1),
+        ({"namespace": None, "task": "invoice"}, 1),
+        ({"namespace": None, "task": None}, 1),
+        ({"namespace": "billing", "task": "invoice"}, 1),
+        ({"namespace": "billing", "task": "refund"}, 0),
+        ({"namespace": "shipping", "task": None}, 0),
+    ],
+)
+def test_namespace_and_task_scopes_match_like_the_long_polls(
+    store: QueueStore, scope: dict[str, Any], expected: int
+) -> None:
+    queue = queue_in("billing", "invoice")
+    store.push([item(queue)])
+    want(store, "waiter", scope)
+    assert sent(store, "pusher", queue) == expected
+
+
+def test_a_queue_named_like_a_scope_key_is_not_a_scope(store: QueueStore) -> None:
+    """A queue waiter is a queue waiter, whatever its name: no key joins parts together."""
+    queue = queue_in("billing", "invoice")
+    store.push([item(queue)])
+    want(store, "waiter", {"queue": "billing"})
+    assert sent(store, "pusher", queue) == 0
+
+
+def test_expired_interest_is_ignored_and_renewing_it_counts_again(store: QueueStore) -> None:
+    queue = queue_in("ns", "t")
+    store.push([item(queue)])
+    want(store, "waiter", {"queue": queue}, ttl_ms=0)
+    assert sent(store, "pusher", queue) == 0
+    want(store, "waiter", {"queue": queue})  # the same row, renewed
+    assert sent(store, "pusher", queue) == 1
+
+
+def test_withdrawing_deletes_only_that_process_rows(store: QueueStore, pg_conn: Conn) -> None:
+    queue = queue_in("ns", "t")
+    store.push([item(queue)])
+    want(store, "leaving", {"queue": queue}, {"namespace": "ns", "task": None})
+    want(store, "staying", {"queue": queue})
+    assert store.withdraw_wakes("leaving") == 2
+    with pg_conn.cursor() as cur:
+        cur.execute("SELECT origin FROM queen.wake_interest")
+        assert cur.fetchall() == [("staying",)]
+
+
+def test_rows_expired_an_hour_ago_are_deleted_by_the_next_registration(
+    store: QueueStore, pg_conn: Conn
+) -> None:
+    with pg_conn.cursor() as cur:
+        cur.execute(
+            "INSERT INTO queen.wake_interest VALUES"
+            " ('gone', '{\"queue\": \"q\"}', now() - interval '61 minutes'),"
+            " ('recent', '{\"queue\": \"q\"}', now() - interval '59 minutes')"
+        )
+    pg_conn.commit()
+    want(store, "new", {"queue": "q"}, {"queue": "q"})  # a repeated selector is one row
+    with pg_conn.cursor() as cur:
+        cur.execute("SELECT origin FROM queen.wake_interest ORDER BY origin")
+        assert cur.fetchall() == [("new",), ("recent",)]
