@@ -50,6 +50,7 @@ from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
 from queen_threads.wake.peers import PeerService
+from queen_threads.wake.targets import WakeTargets
 
 log = logging.getLogger("queen_threads.runtime")
 
@@ -141,7 +142,10 @@ class Runtime:
         )
         self.queues.sinks.append(self.peers)
         # Pushes and acks wake other processes after their commit (wake/notifier.py).
-        self.notifier = WakeNotifier(self.store.wake, origin)
+        self.targets = WakeTargets(
+            self.store.read_wake_interest, origin, lambda: self.store.wake_epoch
+        )
+        self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted)
         self.queues.sinks.append(self.notifier)
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         self.schema_ready = threading.Event()

@@ -42,9 +42,9 @@ ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = n
 -- name: push_messages
 -- Push a batch of items (auto-creates queues/partitions, dedups, enforces maxSize).
 -- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py).
--- Compact answer, one array per item (QueueStore.push expands it).
-SELECT queen.push_messages_v3(%s::jsonb)::text
-  FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
+-- Compact answer, one array per item (QueueStore.push expands it), and the epoch of
+-- queen.wake_interest the notifier must have read before it decides whom to wake.
+SELECT results::text, wake_epoch FROM queen.push_messages_v4(%s::jsonb);
 
 -- name: encrypted_queues
 -- Which of these queues store encrypted payloads.
@@ -55,9 +55,9 @@ SELECT name FROM queen.queues WHERE encryption_enabled AND name = ANY(%s);
 SELECT queen.pop_unified_batch(%s::jsonb)::text;
 
 -- name: ack_messages
--- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py).
-SELECT queen.ack_messages_v2(%s::jsonb)::text
-  FROM (SELECT set_config('queen.server_wakes', 'on', true)) AS server_wakes;
+-- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py);
+-- with the epoch of queen.wake_interest, as for a push.
+SELECT results::text, wake_epoch FROM queen.ack_messages_v3(%s::jsonb);
 
 -- name: wake_batch
 -- This process's wake-ups for the other processes waiting for them, after its commits.
@@ -66,6 +66,10 @@ SELECT queen.wake_batch_v2(%s::jsonb)::text;
 -- name: wake_interest
 -- This process's long polls want wake-ups for these selectors (wake/interest.py).
 SELECT queen.wake_interest_v1(%s::jsonb)::text;
+
+-- name: wake_interest_read
+-- The other processes' live interest rows as a notifier keeps them (wake/interest.py).
+SELECT queen.wake_interest_read_v1(%s)::text;
 
 -- name: wake_interest_withdraw
 -- This process waits for nothing any more (shutdown).

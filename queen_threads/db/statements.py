@@ -101,6 +101,14 @@ class Statements:
         """A stored function taking and returning JSONB: one round trip."""
         return self.json(name, (orjson.dumps(arg).decode(),))
 
+    def call_and(self, name: str, arg: Any) -> tuple[Any, Any]:
+        """A stored function taking JSONB and returning JSON text plus one more value
+        (e.g. the wake-interest epoch): both, the first parsed. One round trip."""
+        row = self.row(name, (orjson.dumps(arg).decode(),))
+        if row is None:
+            raise ValueError(f"statement {name!r} returned no row")
+        return orjson.loads(row[0]), row[1]
+
 
 class NamedCursor(Statements):
     """Named statements on one cursor: inside `Database.transaction()` (whose connection

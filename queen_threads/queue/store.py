@@ -8,6 +8,7 @@ see crypto.open_message).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ from queen_threads.db import Database
 def expand_push_results(
     items: Sequence[dict[str, Any]], rows: Sequence[Sequence[Any]]
 ) -> list[dict[str, Any]]:
-    """The per-item results of a push, from the compact answer of queen.push_messages_v3
+    """The per-item results of a push, from the compact answer of queen.push_messages_v4
     (one `[status, message_id, partition_id, trace_id, error, reason, generated_txn]` per
     item, in input order): exactly the objects queen.push_messages_v2 answers. The item
     gives what the database does not repeat (its transactionId, unless the database
@@ -51,12 +52,22 @@ class QueueStore:
     def __init__(self, db: Database, cipher: PayloadCipher | None = None) -> None:
         self.db = db
         self.cipher = cipher
+        # The newest wake-interest epoch a push or ack returned (wake/targets.py).
+        self.wake_epoch = 0
+        self._epoch_lock = threading.Lock()
+
+    def _saw_wake_epoch(self, epoch: int) -> None:
+        with self._epoch_lock:
+            if epoch > self.wake_epoch:
+                self.wake_epoch = epoch
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.cipher is not None:
             self._encrypt(items)
-        return expand_push_results(items, self.db.call("push_messages", items))
+        rows, epoch = self.db.call_and("push_messages", items)
+        self._saw_wake_epoch(epoch)
+        return expand_push_results(items, rows)
 
     def _encrypt(self, items: list[dict[str, Any]]) -> None:
         assert self.cipher is not None
@@ -87,7 +98,9 @@ class QueueStore:
         """An outgoing message could not be decrypted (already logged); counted by metrics."""
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return list(self.db.call("ack_messages", {"acks": acks}))
+        results, epoch = self.db.call_and("ack_messages", {"acks": acks})
+        self._saw_wake_epoch(epoch)
+        return list(results)
 
     def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
         if self.cipher is not None:
@@ -106,6 +119,10 @@ class QueueStore:
         """Say which wake-ups this process's long polls wait for (wake/interest.py);
         {origin, ttlMs, selectors}. Committed when it returns."""
         return int(self.db.call("wake_interest", interest))
+
+    def read_wake_interest(self, origin: str) -> dict[str, Any]:
+        """The other processes' live interest, as wake/targets.py keeps it."""
+        return dict(self.db.json("wake_interest_read", (origin,)))
 
     def withdraw_wakes(self, origin: str) -> int:
         """This process waits for no wake-up any more."""

@@ -10,8 +10,9 @@ server wakes its own poll workers directly and hands each event to a `WakeNotifi
 per process, which sends whatever piled up in one notify-only transaction
 (`queen.wake_batch_v2`: no flush wait, the lock held for a moment). While one such call
 is in flight new events collect (duplicates merge), so under load one call carries many.
-The call notifies only the events some other process waits for (wake/interest.py); when
-none does, its transaction writes nothing at all.
+Only the events some other process waits for are sent (wake/interest.py); the filter
+(wake/targets.py) decides that from a copy of the other processes' interest, so when
+nobody else waits there is no database call at all.
 
 An event sent here carries this process's `origin`; its own listener drops it (the poll
 workers here were woken when the event was made). If the call fails (database gone), the
@@ -32,6 +33,7 @@ log = logging.getLogger("queen_threads.wake")
 
 Event = dict[str, Any]
 Send = Callable[[dict[str, Any]], Any]  # {"origin", "events"} -> the database call
+Wanted = Callable[[list[Event]], list[Event]]  # the events another process waits for
 
 MAX_PENDING = 10_000  # distinct events waiting; beyond it new ones are dropped (counted)
 
@@ -51,9 +53,10 @@ class WakeNotifier:
     """A wake-up sink (QueueService.sinks): coalesces events and NOTIFYs them in the
     background, one database call at a time."""
 
-    def __init__(self, send: Send, origin: str | None = None) -> None:
+    def __init__(self, send: Send, origin: str | None = None, wanted: Wanted | None = None) -> None:
         self.send = send
         self.origin = origin or uuid.uuid4().hex
+        self.wanted = wanted
         self._pending: dict[Hashable, Event] = {}
         self._cond = threading.Condition(threading.Lock())
         self._stopping = False
@@ -103,16 +106,23 @@ class WakeNotifier:
             self.flush(events)
 
     def flush(self, events: list[Event]) -> None:
-        """One call for `events`; a failure is logged and counted, never raised."""
-        self.calls += 1
+        """One call for the `events` another process waits for (none: no call); a
+        failure is logged and counted, never raised."""
+        wanted = events
         try:
-            notified = self.send({"origin": self.origin, "events": events})
-            sent = notified if isinstance(notified, int) else len(events)
+            if self.wanted is not None:
+                wanted = self.wanted(events)
+            self.unwanted += len(events) - len(wanted)
+            if not wanted:
+                return
+            self.calls += 1
+            notified = self.send({"origin": self.origin, "events": wanted})
+            sent = notified if isinstance(notified, int) else len(wanted)
             self.sent += sent
-            self.unwanted += len(events) - sent
+            self.unwanted += len(wanted) - sent
         except Exception as exc:
-            self.failed += len(events)
-            log.warning("wake-ups for other processes not sent (%s): %s", len(events), exc)
+            self.failed += len(wanted)
+            log.warning("wake-ups for other processes not sent (%s): %s", len(wanted), exc)
 
     def stats(self) -> dict[str, int]:
         with self._cond:

@@ -293,17 +293,44 @@ BEGIN
 END;
 $$;
 
+-- The server's pushes and acks call this first (queen.push_messages_v4, ack_messages_v3):
+-- it holds the wake-interest lock in shared mode until their commit and returns the epoch
+-- of queen.wake_interest as of after the lock was granted. A change of interest takes the
+-- lock exclusively (queen.wake_interest_v1), so it waits for the pushes in flight and the
+-- pushes after it return its epoch (migrations/0010_wake_interest.sql).
+CREATE OR REPLACE FUNCTION queen._wake_epoch() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_epoch bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(8175552185029978981);  -- 'quee' 'wake'
+    SELECT epoch INTO v_epoch FROM queen.wake_interest_epoch;
+    RETURN v_epoch;
+END;
+$$;
+
 -- A process's waiting long polls want wake-ups for these selectors until `ttlMs` from now
--- (renewed while they wait). Also forgets rows that expired long ago (processes gone).
+-- (renewed while they wait). A selector without a live row (new, or expired) is a change:
+-- it takes the wake-interest lock exclusively and moves the epoch on, so that every
+-- notifier re-reads the rows (queen._wake_epoch). Renewing a live row changes nothing
+-- a notifier needs. Also forgets rows that expired long ago (processes gone).
 -- Input: {origin, ttlMs, selectors: [{"queue": q} | {"namespace": ns, "task": t}]}.
 CREATE OR REPLACE FUNCTION queen.wake_interest_v1(p jsonb) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
+    v_origin text := p ->> 'origin';
     v_count integer;
 BEGIN
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(coalesce(p -> 'selectors', '[]'::jsonb)) s
+                WHERE NOT EXISTS (SELECT 1 FROM queen.wake_interest i
+                                   WHERE i.origin = v_origin AND i.selector = s
+                                     AND i.expires_at > now())) THEN
+        PERFORM pg_advisory_xact_lock(8175552185029978981);
+        UPDATE queen.wake_interest_epoch SET epoch = epoch + 1;
+    END IF;
     DELETE FROM queen.wake_interest WHERE expires_at < now() - interval '1 hour';
     INSERT INTO queen.wake_interest (origin, selector, expires_at)
-    SELECT DISTINCT p ->> 'origin', s, now() + make_interval(secs => (p ->> 'ttlMs')::numeric / 1000)
+    SELECT DISTINCT v_origin, s, now() + make_interval(secs => (p ->> 'ttlMs')::numeric / 1000)
       FROM jsonb_array_elements(coalesce(p -> 'selectors', '[]'::jsonb)) s
     ON CONFLICT (origin, selector) DO UPDATE SET expires_at = EXCLUDED.expires_at;
     GET DIAGNOSTICS v_count = ROW_COUNT;
@@ -311,14 +338,33 @@ BEGIN
 END;
 $$;
 
--- A process stops waiting for anything (shutdown).
+-- The other processes' live rows, as a notifier keeps them: {epoch, queues: [names],
+-- scopes: whether any namespace/task scope is waited for, ttlMs: how long until the
+-- first of them runs out (null without rows)}. One snapshot: rows and epoch agree.
+CREATE OR REPLACE FUNCTION queen.wake_interest_read_v1(p_origin text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'epoch', (SELECT epoch FROM queen.wake_interest_epoch),
+        'queues', coalesce(jsonb_agg(DISTINCT i.selector -> 'queue')
+                               FILTER (WHERE i.selector ? 'queue'), '[]'::jsonb),
+        'scopes', coalesce(bool_or(NOT i.selector ? 'queue'), false),
+        'ttlMs', floor(extract(epoch FROM min(i.expires_at) - now()) * 1000))
+      FROM queen.wake_interest i
+     WHERE i.origin IS DISTINCT FROM p_origin AND i.expires_at > now()
+$$;
+
+-- A process stops waiting for anything (shutdown): a change, like a new row.
 CREATE OR REPLACE FUNCTION queen.wake_interest_withdraw_v1(p_origin text) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
 BEGIN
+    PERFORM pg_advisory_xact_lock(8175552185029978981);
     DELETE FROM queen.wake_interest WHERE origin = p_origin;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN
+        UPDATE queen.wake_interest_epoch SET epoch = epoch + 1;
+    END IF;
     RETURN v_count;
 END;
 $$;

@@ -285,3 +285,16 @@ CREATE OR REPLACE FUNCTION queen.push_messages_v3(p_items jsonb)
 RETURNS json
 LANGUAGE sql
 AS $$ SELECT queen._push_retrying(p_items, true) $$;
+
+-- What the server calls: arrays per item, wake-ups left to the server (queen.server_wakes)
+-- and the wake-interest epoch it needs to decide whom to notify (queen._wake_epoch).
+CREATE OR REPLACE FUNCTION queen.push_messages_v4(
+    p_items jsonb, OUT results json, OUT wake_epoch bigint
+)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    wake_epoch := queen._wake_epoch();
+    results := queen._push_retrying(p_items, true);
+END;
+$$;

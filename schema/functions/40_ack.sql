@@ -458,3 +458,14 @@ BEGIN
     RETURN coalesce(queen._ack_items(v_acks, false), '[]'::jsonb);
 END;
 $$;
+
+-- What the server calls: ack_messages_v2 with wake-ups left to the server
+-- (queen.server_wakes) and the wake-interest epoch (queen._wake_epoch).
+CREATE OR REPLACE FUNCTION queen.ack_messages_v3(p jsonb, OUT results jsonb, OUT wake_epoch bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    wake_epoch := queen._wake_epoch();
+    results := queen.ack_messages_v2(p);
+END;
+$$;

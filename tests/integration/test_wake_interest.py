@@ -4,6 +4,7 @@ process's unexpired row asks for its queue, or for its queue's namespace/task sc
 
 from __future__ import annotations
 
+import threading
 import uuid
 from typing import Any
 
@@ -126,3 +127,73 @@ def test_rows_expired_an_hour_ago_are_deleted_by_the_next_registration(
     with pg_conn.cursor() as cur:
         cur.execute("SELECT origin FROM queen.wake_interest ORDER BY origin")
         assert cur.fetchall() == [("new",), ("recent",)]
+
+
+# -- the epoch: what a notifier's copy of the rows must be at least as new as ---------------
+
+
+def epoch_of_a_push(store: QueueStore, queue: str) -> int:
+    store.push([item(queue)])
+    return store.wake_epoch
+
+
+def test_pushes_and_acks_return_the_epoch_that_new_interest_moves_on(store: QueueStore) -> None:
+    queue = queue_in("ns", "t")
+    before = epoch_of_a_push(store, queue)
+    want(store, "waiter", {"queue": queue})
+    after = epoch_of_a_push(store, queue)
+    assert after == before + 1
+    want(store, "waiter", {"queue": queue})  # a renewal of a live row changes nothing
+    assert epoch_of_a_push(store, queue) == after
+    want(store, "waiter", {"namespace": "ns", "task": None})  # a new selector does
+    assert epoch_of_a_push(store, queue) == after + 1
+    store.withdraw_wakes("waiter")  # and so does withdrawing
+    [popped] = store.pop([{"queue": queue, "batch": 1, "leaseId": str(uuid.uuid4())}])
+    [message] = popped["messages"]
+    store.ack([{"transactionId": message["transactionId"],
+                "partitionId": message["partitionId"], "status": "completed",
+                "consumerGroup": "__QUEUE_MODE__", "leaseId": message["leaseId"]}])  # fmt: skip
+    assert store.wake_epoch == after + 2
+
+
+def test_the_copy_a_notifier_reads_lists_other_processes_live_rows(store: QueueStore) -> None:
+    assert store.read_wake_interest("me") == {
+        "epoch": 0, "queues": [], "scopes": False, "ttlMs": None
+    }  # fmt: skip
+    want(store, "me", {"namespace": "x", "task": None})  # its own: not in its copy
+    want(store, "other", {"queue": "a"}, {"queue": "b"}, ttl_ms=30_000)
+    want(store, "third", {"queue": "a"})
+    want(store, "expired", {"queue": "c"}, ttl_ms=0)
+    copy = store.read_wake_interest("me")
+    assert sorted(copy["queues"]) == ["a", "b"] and copy["scopes"] is False
+    assert 0 < copy["ttlMs"] <= 30_000
+    assert copy["epoch"] == 4
+    assert store.read_wake_interest("other")["scopes"] is True
+
+
+def test_new_interest_waits_for_the_pushes_in_flight(migrated_dsn: str, store: QueueStore) -> None:
+    """The lock that makes the epoch safe: a push's transaction holds it shared until its
+    commit, so new interest commits only after every push in flight, and its pop sees
+    their messages; pushes after it return its epoch."""
+    pushing = psycopg2.connect(migrated_dsn)
+    with pushing.cursor() as cur:  # a push in flight: its transaction holds the lock
+        cur.execute("SELECT queen._wake_epoch()")
+        [(epoch,)] = cur.fetchall()
+    registered = threading.Event()
+
+    def register() -> None:
+        want(store, "waiter", {"queue": "q"})
+        registered.set()
+
+    thread = threading.Thread(target=register)
+    thread.start()
+    with pushing.cursor() as cur:  # until the registration waits on the lock
+        cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        while cur.fetchone() != (1,) and thread.is_alive():
+            cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+    assert not registered.is_set()
+    pushing.commit()
+    thread.join(5)
+    assert registered.is_set()
+    assert epoch_of_a_push(store, queue_in("ns", "t")) == epoch + 1
+    pushing.close()

@@ -88,3 +88,27 @@ def test_pending_events_are_bounded() -> None:
         notifier(push(f"q{n}"))
     assert notifier.stats()["pending"] == MAX_PENDING
     assert notifier.stats()["dropped"] == 5
+
+
+def test_only_wanted_events_are_sent_and_none_wanted_means_no_call() -> None:
+    send = GatedSend()
+    send.release.set()
+    notifier = WakeNotifier(
+        send, origin="me", wanted=lambda events: [e for e in events if e["queue"] == "w"]
+    )
+    notifier.flush([push("x"), push("y")])
+    assert send.calls == []
+    notifier.flush([push("w"), push("x")])
+    assert [e["queue"] for e in send.calls[0]["events"]] == ["w"]
+    assert notifier.stats() | {"pending": 0} == {
+        "calls": 1, "sent": 1, "unwanted": 3, "failed": 0, "dropped": 0, "pending": 0
+    }  # fmt: skip
+
+
+def test_a_filter_that_cannot_read_counts_the_events_as_failed() -> None:
+    def broken(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        raise ConnectionError("database gone")
+
+    notifier = WakeNotifier(GatedSend(), origin="me", wanted=broken)
+    notifier.flush([push("a"), push("b")])
+    assert notifier.stats()["failed"] == 2
