@@ -238,7 +238,8 @@ $$;
 -- only for a moment. Adds each queue's namespace and task (for namespace/task long polls)
 -- and the sender's origin (its own listener skips them: it woke its polls already).
 -- Input: {origin, events: [{kind, queue, partition, consumerGroup?, delayMs?}]}.
-CREATE OR REPLACE FUNCTION queen.wake_batch_v1(p jsonb) RETURNS integer
+-- `p_only_wanted`: only the events some other process waits for (queen._wake_wanted).
+CREATE OR REPLACE FUNCTION queen._wake_batch(p jsonb, p_only_wanted boolean) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
@@ -249,10 +250,16 @@ BEGIN
                                        'origin', p -> 'origin'))::text))
       INTO v_count
       FROM jsonb_array_elements(coalesce(p -> 'events', '[]'::jsonb)) e
-      LEFT JOIN queen.queues q ON q.name = e ->> 'queue';
+      LEFT JOIN queen.queues q ON q.name = e ->> 'queue'
+     WHERE NOT p_only_wanted
+        OR queen._wake_wanted(p ->> 'origin', e ->> 'queue', q.namespace, q.task);
     RETURN v_count;
 END;
 $$;
+
+-- Every event (servers of the version before queen.wake_interest call this).
+CREATE OR REPLACE FUNCTION queen.wake_batch_v1(p jsonb) RETURNS integer
+LANGUAGE sql AS $$ SELECT queen._wake_batch(p, false) $$;
 
 -- Does a wake-up event concern another process's waiting long polls (queen.wake_interest)?
 -- `p_namespace`/`p_task` are the event queue's; a scope's JSON null matches any.
@@ -270,28 +277,13 @@ LANGUAGE sql STABLE AS $$
                END)
 $$;
 
--- wake_batch_v1 for the events some other process waits for (queen.wake_interest): a
--- batch nobody else waits for notifies nobody, and its transaction writes nothing (no
--- transaction id, no commit record, no notify-queue lock). Run after the commits that
--- made the events, so a long poll that registered its interest after this check pops
--- after those commits and finds their messages (docs/architecture.md). Returns how many
--- events were sent.
+-- Only the events some other process waits for (queen.wake_interest). The server sends
+-- what its copy of the interest rows says is wanted (wake/targets.py); this matches
+-- namespace/task scopes, which the copy cannot, and drops what is no longer wanted. A
+-- batch nobody waits for writes nothing (no transaction id, no notify-queue lock).
+-- Returns how many events were sent.
 CREATE OR REPLACE FUNCTION queen.wake_batch_v2(p jsonb) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_count integer;
-BEGIN
-    PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT count(pg_notify('queen_wakeup', (
-               e || jsonb_build_object('namespace', q.namespace, 'task', q.task,
-                                       'origin', p -> 'origin'))::text))
-      INTO v_count
-      FROM jsonb_array_elements(coalesce(p -> 'events', '[]'::jsonb)) e
-      LEFT JOIN queen.queues q ON q.name = e ->> 'queue'
-     WHERE queen._wake_wanted(p ->> 'origin', e ->> 'queue', q.namespace, q.task);
-    RETURN v_count;
-END;
-$$;
+LANGUAGE sql AS $$ SELECT queen._wake_batch(p, true) $$;
 
 -- The server's pushes and acks call this first (queen.push_messages_v4, ack_messages_v3):
 -- it holds the wake-interest lock in shared mode until their commit and returns the epoch
