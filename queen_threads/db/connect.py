@@ -114,9 +114,15 @@ def _first_line(exc: BaseException) -> str:
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    return isinstance(translate(exc), DatabaseUnavailable) and not isinstance(
-        exc, psycopg2.errors.QueryCanceled
-    )
+    """The connection itself failed (drop it and the idle ones): not a statement that was
+    refused while the link is fine (a timeout, a lock it could not get, a deadlock, a
+    serialisation failure: "database busy")."""
+    if isinstance(exc, psycopg2.errors.QueryCanceled):
+        return False
+    if not isinstance(translate(exc), DatabaseUnavailable):
+        return False
+    code = getattr(exc, "pgcode", None) or ""
+    return not code or code[:2] in _UNAVAILABLE_CLASSES
 
 
 def connect_raw(
