@@ -74,9 +74,10 @@ class CoveringPopper(Generic[IntentionT]):
     """A :class:`Popper` that covers its intentions' selectors before every pop.
 
     Other processes send a wake-up only where some process said it waits for one
-    (``queen.wake_batch_v2``), and they check after their commit. Saying so before the pop
-    makes a wake-up impossible to miss: either the check sees it, or the pop sees the
-    commit's messages."""
+    (wake/interest.py, wake/targets.py). Saying so, committed, before the pop makes a
+    wake-up impossible to miss: either the pushing process learns of it before it decides,
+    or the pop sees the push's messages. If the cover fails, nothing is popped (the
+    round fails and is retried)."""
 
     def __init__(self, popper: Popper[IntentionT], cover: Cover) -> None:
         self.popper = popper

@@ -306,6 +306,10 @@ $$;
 -- it takes the wake-interest lock exclusively and moves the epoch on, so that every
 -- notifier re-reads the rows (queen._wake_epoch). Renewing a live row changes nothing
 -- a notifier needs. Also forgets rows that expired long ago (processes gone).
+-- The exclusive lock is waited for at most 200 ms (then 55P03, and the caller tries again
+-- on its next pop): while it waits, the pushes after it wait too, and one push stuck on a
+-- partition's row lock must not hold up every push of the database for the pool's
+-- lock_timeout.
 -- Input: {origin, ttlMs, selectors: [{"queue": q} | {"namespace": ns, "task": t}]}.
 CREATE OR REPLACE FUNCTION queen.wake_interest_v1(p jsonb) RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -317,6 +321,7 @@ BEGIN
                 WHERE NOT EXISTS (SELECT 1 FROM queen.wake_interest i
                                    WHERE i.origin = v_origin AND i.selector = s
                                      AND i.expires_at > now())) THEN
+        PERFORM set_config('lock_timeout', '200ms', true);
         PERFORM pg_advisory_xact_lock(8175552185029978981);
         UPDATE queen.wake_interest_epoch SET epoch = epoch + 1;
     END IF;
@@ -345,12 +350,14 @@ LANGUAGE sql STABLE AS $$
      WHERE i.origin IS DISTINCT FROM p_origin AND i.expires_at > now()
 $$;
 
--- A process stops waiting for anything (shutdown): a change, like a new row.
+-- A process stops waiting for anything (shutdown): a change, like a new row (the lock
+-- waited for as briefly as there; rows left behind expire).
 CREATE OR REPLACE FUNCTION queen.wake_interest_withdraw_v1(p_origin text) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer;
 BEGIN
+    PERFORM set_config('lock_timeout', '200ms', true);
     PERFORM pg_advisory_xact_lock(8175552185029978981);
     DELETE FROM queen.wake_interest WHERE origin = p_origin;
     GET DIAGNOSTICS v_count = ROW_COUNT;

@@ -5,6 +5,7 @@ process's unexpired row asks for its queue, or for its queue's namespace/task sc
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -12,6 +13,7 @@ import psycopg2.extensions
 import pytest
 
 from queen_threads.db import Database
+from queen_threads.errors import DatabaseUnavailable
 from queen_threads.queue.store import QueueStore
 from tests.integration.test_wake_after_commit import heard, item, listening
 
@@ -197,3 +199,27 @@ def test_new_interest_waits_for_the_pushes_in_flight(migrated_dsn: str, store: Q
     assert registered.is_set()
     assert epoch_of_a_push(store, queue_in("ns", "t")) == epoch + 1
     pushing.close()
+
+
+def test_new_interest_gives_up_quickly_behind_a_stuck_push_and_holds_up_nobody(
+    migrated_dsn: str, store: QueueStore, database: Database
+) -> None:
+    """A push stuck in its transaction (say, on a partition's row lock) keeps the shared
+    lock: new interest waits for it at most 200 ms, then fails (the poll worker tries again
+    on its next round), and pushes behind it go on instead of waiting for the pool's
+    lock_timeout. The failure does not cost the pool its connections either."""
+    queue = queue_in("ns", "t")
+    store.push([item(queue)])  # the pool has a connection open
+    stuck = psycopg2.connect(migrated_dsn)
+    with stuck.cursor() as cur:
+        cur.execute("SELECT queen._wake_epoch()")
+    assert database.pool.stats()["open"] == 1
+    started = time.monotonic()
+    with pytest.raises(DatabaseUnavailable, match="lock timeout"):
+        want(store, "waiter", {"queue": "q"})
+    assert time.monotonic() - started < 2  # its own 200 ms, not the pool's 10 s
+    assert database.pool.stats()["open"] == 1  # refused, not broken: the link is kept
+    assert store.push([item(queue)])[0]["status"] == "queued"  # not held up
+    stuck.rollback()
+    assert want(store, "waiter", {"queue": "q"}) == 1
+    stuck.close()
