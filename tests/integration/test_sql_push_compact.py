@@ -149,3 +149,110 @@ def test_store_push_expands(database: Database) -> None:
     assert res[0]["transactionId"] == res[1]["transaction_id"] == "k1"
     uuid.UUID(res[2]["transactionId"])
     assert all("error" not in r and "reason" not in r for r in res)
+
+
+STORED = """
+SELECT id, transaction_id, partition_id::text, payload, trace_id::text, producer_sub,
+       is_encrypted
+  FROM queen.messages WHERE id > %s ORDER BY id
+"""
+
+
+def _stored_both(conn: Conn, items: list[dict[str, Any]]) -> tuple[Any, Any, Any, Any]:
+    """(v2's answer, v2's stored rows, v3's answer, v3's stored rows) on the same state."""
+    [(floor,)] = sql(conn, "SELECT coalesce(max(id), 0) FROM queen.messages")
+    with conn.cursor() as cur:
+        cur.execute("BEGIN")
+        cur.execute("SELECT pg_get_serial_sequence('queen.messages', 'id')")
+        [(seq,)] = cur.fetchall()
+        cur.execute(f"SELECT last_value, is_called FROM {seq}")
+        [(last, called)] = cur.fetchall()
+        cur.execute("SAVEPOINT before_v2")
+        v2 = call(conn, "push_messages_v2", items)
+        cur.execute(STORED, (floor,))
+        v2_rows = cur.fetchall()
+        cur.execute("ROLLBACK TO SAVEPOINT before_v2")
+        cur.execute("SELECT setval(%s, %s, %s)", (seq, last, called))
+        v3 = call(conn, "push_messages_v3", items)
+        cur.execute(STORED, (floor,))
+        v3_rows = cur.fetchall()
+        cur.execute("COMMIT")
+    return v2, v2_rows, v3, v3_rows
+
+
+def test_fast_path_answers_and_stores_what_the_general_path_does(pg_conn: Conn) -> None:
+    """Every item bound for an existing partition of a plain queue: v3 takes the fast path
+    (queen._push_items), whose answer and stored rows must be v2's (the general path)."""
+    call(
+        pg_conn,
+        "push_messages_v2",
+        [
+            {"queue": "fast", "payload": "seed", "transactionId": "seed-1"},
+            {"queue": "fast", "partition": "p 2", "payload": "seed", "transactionId": "seed-2"},
+            {"queue": "fast.other", "payload": "seed", "transactionId": "seed-3"},
+        ],
+    )
+    trace = str(uuid.uuid4())
+    items: list[dict[str, Any]] = [
+        {"queue": "fast", "payload": {"n": 0}, "transactionId": "a"},
+        {"queue": "fast", "partition": "p 2", "payload": [1, 2], "transactionId": "a"},
+        {"queue": "fast.other", "partition": "", "payload": None, "transactionId": "a"},
+        {"queue": "fast", "payload": "no transactionId"},
+        {"queue": "fast", "payload": "null transactionId", "transactionId": None},
+        {"queue": "fast", "transactionId": "no payload"},
+        {"queue": "fast", "payload": "traced", "transactionId": "t1", "traceId": trace},
+        {"queue": "fast", "payload": "bad trace", "transactionId": "t2", "traceId": "nope"},
+        {"queue": "fast", "payload": "sealed", "transactionId": "e1", "isEncrypted": True},
+        {"queue": "fast", "payload": "by", "transactionId": "s1", "producerSub": "alice"},
+        {"queue": "fast", "payload": "anon", "transactionId": "s2", "producerSub": ""},
+    ]
+    generated = [3, 4]
+    v2, v2_rows, v3, v3_rows = _stored_both(pg_conn, items)
+    assert [r["status"] for r in v2] == ["queued"] * len(items)
+    expanded = expand_push_results(items, v3)
+    assert _generated(expanded, generated) == _generated(v2, generated)
+    assert len(v3_rows) == len(items)
+    # Same rows, ids in input order; only the generated transactionIds differ.
+    assert [int(r["message_id"]) for r in expanded] == [row[0] for row in v3_rows]
+    assert [row[:1] + row[2:] for row in v3_rows] == [row[:1] + row[2:] for row in v2_rows]
+    assert [row[1] for i, row in enumerate(v3_rows) if i not in generated] == [
+        item["transactionId"] for i, item in enumerate(items) if i not in generated
+    ]
+    # One timestamp for the request, after each partition's newest message before it.
+    stamps = sql(
+        pg_conn,
+        """SELECT m.created_at, (SELECT max(o.created_at) FROM queen.messages o
+                                   WHERE o.partition_id = m.partition_id AND o.id < %s)
+             FROM queen.messages m WHERE m.id >= %s""",
+        v3_rows[0][0],
+        v3_rows[0][0],
+    )
+    assert len({s for s, _ in stamps}) == 1
+    assert all(before is None or s >= before for s, before in stamps)
+
+
+def test_fast_path_duplicates_fall_back_to_the_general_path(pg_conn: Conn) -> None:
+    """A duplicate makes the fast path's INSERT fail; the push runs again on the general
+    path and answers it, storing the rest."""
+    assert call(pg_conn, "push_messages_v3", [{"queue": "fd", "transactionId": "k"}])[0][0] == (
+        "queued"
+    )
+    rows = call(
+        pg_conn,
+        "push_messages_v3",
+        [
+            {"queue": "fd", "payload": 1, "transactionId": "new"},
+            {"queue": "fd", "payload": 2, "transactionId": "new"},
+            {"queue": "fd", "payload": 3, "transactionId": "k"},
+            {"queue": "fd", "payload": 4, "transactionId": "newer"},
+        ],
+    )
+    assert [r[0] for r in rows] == ["queued", "duplicate", "duplicate", "queued"]
+    assert rows[1][1] == rows[0][1]
+    assert sql(
+        pg_conn,
+        """SELECT m.transaction_id, m.payload FROM queen.messages m
+             JOIN queen.partitions p ON p.id = m.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id
+            WHERE q.name = 'fd' ORDER BY m.id""",
+    ) == [("k", None), ("new", 1), ("newer", 4)]
