@@ -2,7 +2,11 @@
 
 A ceiling is what the same work costs without the server in the way: the bare HTTP app
 (bench/bare_app.py) for the HTTP side, raw psycopg2 (bench/ceiling_db.py) for the database
-side. Measured by bench/ceilings.py; pure data here (no I/O), so that it is easy to test.
+side. Each of those has the machine to itself; the combined ceilings ("HTTP + database")
+run both parts at once, as the server must: the bare app storing every request's items with
+the database ceiling's INSERT, one commit per request, on the same cores as PostgreSQL and
+the load generator. Measured by bench/ceilings.py; pure data here (no I/O), so that it is
+easy to test.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from bench.options import Sizes
 QUEUE_CONNECTIONS = 4  # the SKIP LOCKED ceiling's connections, as (c)'s consumers
 HTTP_SINGLE, HTTP_BATCH = "http_single", "http_batch"
 INSERT_BATCH, INSERT_SINGLE, SKIP_LOCKED = "insert_batch", "insert_single", "skip_locked"
+COMBINED_SINGLE, COMBINED_BATCH = "combined_single", "combined_batch"
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,24 @@ def http_batch(n: int, batch: int, workers: int) -> Ceiling:
     )  # fmt: skip
 
 
+def combined_single(n: int, workers: int) -> Ceiling:
+    return Ceiling(
+        f"http_db_{n}c", COMBINED_SINGLE, n,
+        f"bare falcon push route + single-row INSERT and commit per request, gunicorn "
+        f"{workers} worker{_s(workers)}: 1 msg/request, {n} connections",
+        "req/s", f"- (HTTP + database for (b) {n} connections)",
+    )  # fmt: skip
+
+
+def combined_batch(n: int, batch: int, workers: int) -> Ceiling:
+    return Ceiling(
+        f"http_db_batch_{n}c", COMBINED_BATCH, n,
+        f"bare falcon push route + INSERT ... SELECT FROM jsonb_array_elements per request, "
+        f"gunicorn {workers} worker{_s(workers)}: {batch} msg/request, {n} client{_s(n)}",
+        "msg/s", f"- (HTTP + database for (a) {n} client{_s(n)})",
+    )  # fmt: skip
+
+
 def insert_batch(n: int, batch: int) -> Ceiling:
     return Ceiling(
         f"insert_batch_{n}c", INSERT_BATCH, n,
@@ -92,19 +115,23 @@ def skip_locked(batch: int) -> Ceiling:
 
 def planned(scenarios: Iterable[str], sizes: Sizes, workers: int) -> list[Ceiling]:
     """The ceilings the selected scenarios need, in the order they are measured (HTTP ones
-    first: they share one bare server)."""
+    first: they share one bare server; the combined ones last: they store into the database
+    ceilings' scratch tables)."""
     picked = set(scenarios)
     http: list[Ceiling] = []
     db: list[Ceiling] = []
+    combined: list[Ceiling] = []
     if "a" in picked:
         http += [http_batch(n, sizes.push_batch, workers) for n in sizes.push_clients]
         db += [insert_batch(n, sizes.push_batch) for n in sizes.push_clients]
+        combined += [combined_batch(n, sizes.push_batch, workers) for n in sizes.push_clients]
     if "b" in picked:
         http += [http_single(n, workers) for n in sizes.single_connections]
         db.append(insert_single(sizes.single_connections[0]))
+        combined += [combined_single(n, workers) for n in sizes.single_connections]
     if picked & {"c", "f"}:
         db.append(skip_locked(sizes.pop_batch))
-    return http + db
+    return http + db + combined
 
 
 def ceiling_key(letter: str, figure: str) -> str | None:
@@ -115,6 +142,15 @@ def ceiling_key(letter: str, figure: str) -> str | None:
         return f"http_{figure.removeprefix('connections_')}c"
     if (letter, figure) in (("c", "msg_per_s"), ("f", "deliveries_per_s")):
         return SKIP_LOCKED
+    return None
+
+
+def combined_key(letter: str, figure: str) -> str | None:
+    """The combined (HTTP + database) ceiling of a figure of the results table, if any."""
+    if letter == "a" and figure.startswith("clients_"):
+        return f"http_db_batch_{figure.removeprefix('clients_')}c"
+    if letter == "b" and figure.startswith("connections_"):
+        return f"http_db_{figure.removeprefix('connections_')}c"
     return None
 
 

@@ -4,6 +4,8 @@ HTTP: bench/bare_app.py on gunicorn with the server's configuration and worker c
 pushed to by the same client code as (a)/(b) (`push_throughput`), same warm-up and window.
 Database: raw psycopg2 threads against the target's PostgreSQL (bench/ceiling_db.py), in
 a scratch schema dropped afterwards, for the same window.
+HTTP + database: the bare app again, now storing each request's items in that scratch
+schema (BARE_DB_SCHEMA), pushed to as the HTTP ceilings are.
 """
 
 from __future__ import annotations
@@ -22,17 +24,20 @@ from bench.push import push_throughput
 from bench.server import BareServer
 
 HTTP_KINDS = (ceiling_map.HTTP_SINGLE, ceiling_map.HTTP_BATCH)
+COMBINED_KINDS = (ceiling_map.COMBINED_SINGLE, ceiling_map.COMBINED_BATCH)
+SINGLE_KINDS = (ceiling_map.HTTP_SINGLE, ceiling_map.COMBINED_SINGLE)
 
 
 async def measure_all(ctx: Context) -> dict[str, CeilingResult]:
     plan = ceiling_map.planned(ctx.options.scenarios, ctx.sizes, ctx.options.workers)
     results = {c.key: CeilingResult(c) for c in plan}
     http = [r for r in results.values() if r.ceiling.kind in HTTP_KINDS]
-    db = [r for r in results.values() if r.ceiling.kind not in HTTP_KINDS]
+    combined = [r for r in results.values() if r.ceiling.kind in COMBINED_KINDS]
+    db = [r for r in results.values() if r.ceiling.kind not in HTTP_KINDS + COMBINED_KINDS]
     if http:
         await _guard(http, _http(ctx, http))
-    if db:
-        await _guard(db, _database(ctx, db))
+    if db or combined:
+        await _guard(db + combined, _database(ctx, db, combined))
     for r in results.values():
         value = "n/a" if r.value is None else f"{r.value:,.0f} {r.ceiling.unit}"
         log(f"ceiling {r.ceiling.key}: {value}{f' ({r.error})' if r.error else ''}")
@@ -49,15 +54,16 @@ async def _guard(results: list[CeilingResult], work: Any) -> None:
                 r.error = f"{type(exc).__name__}: {exc}"[:300]
 
 
-async def _http(ctx: Context, results: list[CeilingResult]) -> None:
-    bare = BareServer(ctx.options, ctx.target.dsn)
-    log("ceilings: starting the bare HTTP app")
+async def _http(ctx: Context, results: list[CeilingResult], schema: str | None = None) -> None:
+    """Push to the bare app; with `schema`, the app stores the items there."""
+    bare = BareServer(ctx.options, ctx.target.dsn, schema)
+    log(f"ceilings: starting the bare HTTP app{' storing into ' + schema if schema else ''}")
     target = await asyncio.to_thread(bare.start)
     try:
         with ctx.against(target):
             for r in results:
                 c = r.ceiling
-                single = c.kind == ceiling_map.HTTP_SINGLE
+                single = c.kind in SINGLE_KINDS
                 batch = 1 if single else ctx.sizes.push_batch
                 stats, r.cpu = await push_throughput(ctx, "ceiling", c.key, c.connections, batch)
                 r.value = stats["req_per_s" if single else "msg_per_s"]
@@ -66,7 +72,9 @@ async def _http(ctx: Context, results: list[CeilingResult]) -> None:
         await asyncio.to_thread(bare.stop)
 
 
-async def _database(ctx: Context, results: list[CeilingResult]) -> None:
+async def _database(
+    ctx: Context, results: list[CeilingResult], combined: list[CeilingResult]
+) -> None:
     if not ctx.target.dsn:
         raise RuntimeError("no database URL (--database-url)")
     scratch = ceiling_db.Scratch(ctx.target.dsn, f"bench_ceiling_{ctx.tag}")
@@ -74,6 +82,8 @@ async def _database(ctx: Context, results: list[CeilingResult]) -> None:
     try:
         for r in results:
             await _one_database(ctx, scratch, r)
+        if combined:
+            await _http(ctx, combined, scratch.name)
     finally:
         await asyncio.to_thread(scratch.drop)
 

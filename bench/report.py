@@ -19,6 +19,7 @@ class Row:
     summary: Summary | None = None
     error: str | None = None
     ceiling: float | None = None  # what the same work does without the server in the way
+    combined: float | None = None  # the same, HTTP and database parts at once (ceiling_map)
 
 
 def format_number(value: float) -> str:
@@ -53,13 +54,17 @@ def table(header: Sequence[str], lines: Sequence[Sequence[str]], right: Sequence
     return "\n".join(out)
 
 
+def _fraction(row: Row, ceiling: float | None) -> str:
+    if row.summary is None or not ceiling:
+        return "-"
+    return f"{row.summary.median / ceiling * 100:.0f}%"
+
+
 def ceiling_cells(row: Row) -> list[str]:
-    """`ceiling` and `% of ceiling` of a results line ("-" when the figure has none)."""
-    if row.ceiling is None:
-        return ["-", "-"]
-    if row.summary is None or not row.ceiling:
-        return [format_number(row.ceiling), "-"]
-    return [format_number(row.ceiling), f"{row.summary.median / row.ceiling * 100:.0f}%"]
+    """`ceiling`, `% of ceiling` and `% of HTTP + DB` of a results line ("-" when the
+    figure has none)."""
+    shown = "-" if row.ceiling is None else format_number(row.ceiling)
+    return [shown, _fraction(row, row.ceiling), _fraction(row, row.combined)]
 
 
 def results_table(rows: Sequence[Row]) -> str:
@@ -72,8 +77,8 @@ def results_table(rows: Sequence[Row]) -> str:
                      spread(row.summary), row.unit]  # fmt: skip
         lines.append(cells + ceiling_cells(row))
     header = ["scenario", "figure", "median", "spread (min .. max)", "unit", "ceiling",
-              "% of ceiling"]  # fmt: skip
-    return table(header, lines, (2, 5, 6))
+              "% of ceiling", "% of HTTP + DB"]  # fmt: skip
+    return table(header, lines, (2, 5, 6, 7))
 
 
 def ceilings_table(results: Sequence[CeilingResult]) -> str:

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from bench import procstat
-from bench.ceiling_map import ceiling_key, percent_of
+from bench.ceiling_map import ceiling_key, combined_key, percent_of
 from bench.ceilings import measure_all
 from bench.common import Context, RunResult, log, now
 from bench.report import CpuRow, Row
@@ -50,13 +50,22 @@ class ScenarioOutcome:
         result = ctx.ceilings.get(name) if name else None
         return name, result.value if result else None
 
+    def combined(self, ctx: Context, key: str) -> tuple[str | None, float | None]:
+        """The figure's combined (HTTP + database) ceiling (key, measured value), if any."""
+        name = combined_key(self.letter, key)
+        result = ctx.ceilings.get(name) if name else None
+        return name, result.value if result else None
+
     def ceiling_dict(self, ctx: Context, key: str, summary: Summary | None) -> dict[str, Any]:
-        name, value = self.ceiling(ctx, key)
-        if name is None:
-            return {}
-        pct = percent_of(summary.median, value) if summary else None
-        return {"ceiling": name, "ceiling_value": value,
-                "pct_of_ceiling": None if pct is None else round(pct, 1)}  # fmt: skip
+        out: dict[str, Any] = {}
+        for prefix, (name, value) in (("ceiling", self.ceiling(ctx, key)),
+                                      ("combined", self.combined(ctx, key))):  # fmt: skip
+            if name is None:
+                continue
+            pct = percent_of(summary.median, value) if summary else None
+            out |= {prefix: name, f"{prefix}_value": value,
+                    f"pct_of_{prefix}": None if pct is None else round(pct, 1)}  # fmt: skip
+        return out
 
     def summary(self, key: str) -> Summary | None:
         values = [r.figures[key] for r in self.runs if key in r.figures]
@@ -129,7 +138,8 @@ def rows(ctx: Context, outcomes: list[ScenarioOutcome]) -> list[Row]:
             error = o.error if summary is None else None
             if summary is None and error is None:
                 error = "not measured"
-            out.append(Row(label, f.label, f.unit, summary, error, o.ceiling(ctx, f.key)[1]))
+            bounds = o.ceiling(ctx, f.key)[1], o.combined(ctx, f.key)[1]
+            out.append(Row(label, f.label, f.unit, summary, error, *bounds))
     return out
 
 

@@ -154,15 +154,18 @@ class BareServer:
     The same environment as the server under test (NUM_WORKERS from --workers, --server-env),
     so that config/gunicorn.conf.py derives the same gunicorn settings from it."""
 
-    def __init__(self, options: Options, dsn: str | None) -> None:
+    def __init__(self, options: Options, dsn: str | None, schema: str | None = None) -> None:
         self.options = options
         self.dsn = dsn
+        self.schema = schema  # store the pushed items in this scratch schema (bare_app.py)
         self.tmp = Path(tempfile.mkdtemp(prefix="queen-bench-bare-"))
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> Target:
         port = free_port()
         env = base_env(self.options, port, self.dsn)
+        if self.schema:
+            env["BARE_DB_SCHEMA"] = self.schema
         url = f"http://127.0.0.1:{port}"
         log_path = self.tmp / "bare.log"
         self.procs.append(spawn("bench.bare_app:app", env, log_path, url))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import ceiling_map
-from bench.ceiling_map import CeilingResult, ceiling_key, percent_of, planned
+from bench.ceiling_map import CeilingResult, ceiling_key, combined_key, percent_of, planned
 from bench.options import FULL, SCENARIOS
 from bench.report import ceilings_table
 from bench.scenarios import SCENARIOS as BY_LETTER
@@ -23,19 +23,30 @@ def test_figure_to_ceiling(letter: str, figure: str, key: str | None) -> None:
     assert ceiling_key(letter, figure) == key
 
 
+@pytest.mark.parametrize(
+    ("letter", "figure", "key"),
+    [("a", "clients_1", "http_db_batch_1c"), ("a", "clients_4", "http_db_batch_4c"),
+     ("b", "connections_16", "http_db_16c"), ("b", "connections_64", "http_db_64c"),
+     ("c", "msg_per_s", None), ("g", "p99_ms", None)],
+)  # fmt: skip
+def test_figure_to_combined_ceiling(letter: str, figure: str, key: str | None) -> None:
+    assert combined_key(letter, figure) == key
+
+
 def test_every_bounded_figure_has_its_ceiling_planned() -> None:
     for letter in SCENARIOS:
         keys = {c.key for c in planned([letter], FULL, 2)}
         for f in BY_LETTER[letter].figures(FULL):
-            key = ceiling_key(letter, f.key)
-            assert key is None or key in keys, (letter, f.key)
+            for key in (ceiling_key(letter, f.key), combined_key(letter, f.key)):
+                assert key is None or key in keys, (letter, f.key)
 
 
 def test_plan_follows_the_selection_http_first() -> None:
     assert planned(["d", "e", "g", "h"], FULL, 2) == []
     keys = [c.key for c in planned(["f", "b", "a", "c"], FULL, 2)]
     assert keys == ["http_batch_1c", "http_batch_4c", "http_16c", "http_64c", "insert_batch_1c",
-                    "insert_batch_4c", "insert_single_16c", "skip_locked"]  # fmt: skip
+                    "insert_batch_4c", "insert_single_16c", "skip_locked", "http_db_batch_1c",
+                    "http_db_batch_4c", "http_db_16c", "http_db_64c"]  # fmt: skip
     (single,) = [c for c in planned(["b"], FULL, 3) if c.key == "http_16c"]
     assert single.kind == ceiling_map.HTTP_SINGLE and single.connections == 16
     assert "gunicorn 3 workers" in single.label and single.unit == "req/s"

@@ -24,24 +24,30 @@ def test_results_table_has_median_spread_and_unit() -> None:
     ]
     lines = results_table(rows).splitlines()
     assert lines[0] == (
-        "| scenario | figure | median | spread (min .. max) | unit | ceiling | % of ceiling |"
+        "| scenario | figure | median | spread (min .. max) | unit | ceiling | % of ceiling "
+        "| % of HTTP + DB |"
     )
-    assert lines[1] == "| --- | --- | ---: | --- | --- | ---: | ---: |"
-    assert lines[2] == "| (a) batched push | 1 client | 17,000 | 16,500 .. 17,800 | msg/s | - | - |"
-    assert lines[3] == "| (d) wake latency | p50 | 4.20 | (1 run) | ms | - | - |"
+    assert lines[1] == "| --- | --- | ---: | --- | --- | ---: | ---: | ---: |"
+    assert lines[2] == (
+        "| (a) batched push | 1 client | 17,000 | 16,500 .. 17,800 | msg/s | - | - | - |"
+    )
+    assert lines[3] == "| (d) wake latency | p50 | 4.20 | (1 run) | ms | - | - | - |"
 
 
 def test_a_figure_with_a_ceiling_shows_it_and_its_fraction() -> None:
     row = Row("(b) push", "16 connections", "req/s", Summary.of([1500.0, 1400.0, 1600.0]),
               ceiling=6000.0)  # fmt: skip
     assert results_table([row]).splitlines()[2] == (
-        "| (b) push | 16 connections | 1,500 | 1,400 .. 1,600 | req/s | 6,000 | 25% |"
+        "| (b) push | 16 connections | 1,500 | 1,400 .. 1,600 | req/s | 6,000 | 25% | - |"
     )
+    both = Row("(b) push", "16 connections", "req/s", Summary.of([1500.0]), ceiling=6000.0,
+               combined=2000.0)  # fmt: skip
+    assert results_table([both]).splitlines()[2].endswith("| 6,000 | 25% | 75% |")
 
 
 def test_failed_scenario_shows_the_error_escaped() -> None:
     table = results_table([Row("(c) pop", "msg/s", "msg/s", None, "BenchError: a | b\nc", 9.0)])
-    assert "| (c) pop | msg/s | FAILED | BenchError: a \\| b c | msg/s | 9.00 | - |" in table
+    assert "| (c) pop | msg/s | FAILED | BenchError: a \\| b c | msg/s | 9.00 | - | - |" in table
 
 
 def test_cpu_table() -> None:
