@@ -81,23 +81,43 @@ def items_list(body: dict[str, Any], key: str, message: str) -> list[Any]:
     return value
 
 
-def push_item(item: Any, producer_sub: str | None = None) -> dict[str, Any]:
-    """One push item: {queue, partition, payload, transactionId, traceId, producerSub}."""
+def push_item(
+    item: Any, producer_sub: str | None = None, valid_names: set[str] | None = None
+) -> dict[str, Any]:
+    """One push item: {queue, partition, payload, transactionId, traceId, producerSub}.
+    `valid_names`: names already checked (a request's items mostly share theirs); the
+    names this item passes are added to it."""
     if not isinstance(item, dict):
         raise ValidationError("Each item must be a JSON object")
-    if "queue" not in item or item["queue"] is None:
+    queue = item.get("queue")
+    if queue is None:
         raise ValidationError("Queue is required on every item")
     tid = optional_str(item.get("transactionId"), "TransactionId", MAX_TRANSACTION_ID)
     if tid == "":
         raise ValidationError("TransactionId must not be empty")
+    partition = item.get("partition")
+    if partition is None:
+        partition = DEFAULT_PARTITION
+    seen = valid_names if valid_names is not None else set()
+    if not (type(queue) is str and queue in seen):
+        seen.add(name(queue, "Queue"))
+    if not (type(partition) is str and partition in seen):
+        seen.add(name(partition, "Partition"))
+    trace = item.get("traceId")
     return {
-        "queue": name(item["queue"], "Queue"),
-        "partition": optional_name(item.get("partition"), "Partition", DEFAULT_PARTITION),
+        "queue": queue,
+        "partition": partition,
         "payload": item.get("payload"),
         "transactionId": tid or str(uuid.uuid4()),
-        "traceId": uuid_str(item.get("traceId"), "TraceId"),
+        "traceId": None if trace is None else uuid_str(trace, "TraceId"),
         "producerSub": producer_sub,
     }
+
+
+def push_items(items: list[Any], producer_sub: str | None = None) -> list[dict[str, Any]]:
+    """push_item for each item of one request, each distinct name checked once."""
+    valid_names: set[str] = set()
+    return [push_item(item, producer_sub, valid_names) for item in items]
 
 
 def ack_item(item: Any, group: str | None = None) -> dict[str, Any]:

@@ -132,12 +132,12 @@ class FileBuffer:
     # -- push path ---------------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]], direct: PushFn) -> list[dict[str, Any]]:
         """Push through `direct` (the database); buffer when it is unreachable, when its
-        schema is not applied yet, or when maintenance mode is on. `direct` gets copies
-        (the store may encrypt in place)."""
+        schema is not applied yet, or when maintenance mode is on. `direct` leaves the items
+        as they are (the store encrypts copies), so that a buffered item is the one sent."""
         if self.maintenance.push_on:
             return self.buffer(items, "maintenance mode is on")
         try:
-            results = direct([dict(item) for item in items])
+            results = direct(items)
         except DatabaseUnavailable as exc:
             self._set_healthy(False, str(exc))
             return self.buffer(items, str(exc))

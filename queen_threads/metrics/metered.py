@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from prometheus_client import Counter
 
@@ -31,10 +31,17 @@ from queen_threads.queue.store import QueueStore
 from queen_threads.queue.stream_store import StreamStore
 from queen_threads.settings import Settings
 
+Labels = TypeVar("Labels", bound=tuple[str, ...])
+
 
 def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:
     """Add one to `counter{labels}` per item (one call per distinct set of labels)."""
-    for key, n in collections.Counter(labels).items():
+    _inc_counts(counter, collections.Counter(labels))
+
+
+def _inc_counts(counter: Counter, counts: Mapping[Labels, int]) -> None:
+    """Add `n` to `counter{labels}` per (labels, n) of `counts`."""
+    for key, n in counts.items():
         counter.labels(*key).inc(n)
 
 
@@ -88,22 +95,25 @@ class MeteredQueueStore(QueueStore):
         self.counters = counters
         self.minutes = minutes
 
-    def _pushed(self, pairs: list[tuple[str, str]]) -> None:
-        _inc(prom().pushed, pairs)
+    def _pushed(self, pairs: Iterable[tuple[str, str]]) -> collections.Counter[tuple[str, str]]:
+        """Count (queue, status) pairs of push results, one pass; the counts."""
+        counts = collections.Counter(pairs)
+        _inc_counts(prom().pushed, counts)
+        queued = {queue: n for (queue, status), n in counts.items() if status == "queued"}
         if self.counters is not None:
-            self.counters.pushed.add(sum(1 for _, status in pairs if status == "queued"))
+            self.counters.pushed.add(sum(queued.values()))
         if self.minutes is not None:
-            self.minutes.add("pushed", (queue for queue, status in pairs if status == "queued"))
+            self.minutes.add_counts("pushed", queued)
+        return counts
 
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().push(items)
-        self._pushed(
-            [
-                (str(item.get("queue") or ""), str(result.get("status") or "failed"))
-                for item, result in zip(items, results, strict=False)
-            ]
+        counts = self._pushed(
+            (str(item.get("queue") or ""), str(result.get("status") or "failed"))
+            for item, result in zip(items, results, strict=False)
         )
-        _count_rejected(results)
+        if any(status == "failed" for _, status in counts):
+            _count_rejected(results)
         return results
 
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -9,9 +9,10 @@ them (up to MAX_PENDING_MINUTES of them).
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -52,14 +53,18 @@ class QueueMinutes:
     def add(self, event: str, queues: Iterable[str]) -> None:
         """One `event` per queue name in `queues` (a name may repeat), at the current
         minute. Empty names (an item without a queue) are not counted."""
+        self.add_counts(event, collections.Counter(queues))
+
+    def add_counts(self, event: str, counts: Mapping[str, int]) -> None:
+        """`counts[queue]` times `event` per queue, at the current minute (as `add`)."""
         if event not in EVENTS:
             raise ValueError(f"unknown analytics event {event!r}")
         minute = minute_of(self.clock())
         with self._lock:
-            for queue in queues:
-                if queue:
+            for queue, n in counts.items():
+                if queue and n:
                     row = self._counts.setdefault((queue, minute), {})
-                    row[event] = row.get(event, 0) + 1
+                    row[event] = row.get(event, 0) + n
 
     def add_acks(self, pairs: Iterable[tuple[str, str]]) -> None:
         """(queue, ack status) pairs: each status counts as its ACK_EVENTS event."""

@@ -58,13 +58,12 @@ class QueueService:
 
     def _push_direct(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = self.batcher.push(items)
-        self._announce_pushed(
-            [
-                (item["queue"], item["partition"])
-                for item, result in zip(items, results, strict=False)
-                if result.get("status") == "queued"
-            ]
-        )
+        queued = {
+            (item["queue"], item["partition"]): None
+            for item, result in zip(items, results, strict=False)
+            if result.get("status") == "queued"
+        }
+        self._announce_pushed(list(queued))
         return results
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:

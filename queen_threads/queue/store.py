@@ -63,21 +63,31 @@ class QueueStore:
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        if self.cipher is not None:
-            self._encrypt(items)
-        rows, epoch = self.db.call_and("push_messages", items)
+        sent = self._sealed(items, self._encrypted_queues(items))
+        rows, epoch = self.db.call_and("push_messages", sent)
         self._saw_wake_epoch(epoch)
         return expand_push_results(items, rows)
 
-    def _encrypt(self, items: list[dict[str, Any]]) -> None:
-        assert self.cipher is not None
+    def _encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
+        """The queues of `items` whose payloads are stored encrypted (none without a key)."""
+        if self.cipher is None or not items:
+            return set()
         names = sorted({item["queue"] for item in items})
-        rows = self.db.rows("encrypted_queues", (names,))
-        encrypted = {row[0] for row in rows}
-        for item in items:
-            if item["queue"] in encrypted:
-                item["payload"] = self.cipher.encrypt(item["payload"])
-                item["isEncrypted"] = True
+        return {row[0] for row in self.db.rows("encrypted_queues", (names,))}
+
+    def _sealed(self, items: list[dict[str, Any]], queues: set[str]) -> list[dict[str, Any]]:
+        """The items with the payloads bound for `queues` encrypted: copies, so that the
+        caller's items stay as they came (the failover buffer keeps them for a replay)."""
+        if not queues:
+            return items
+        assert self.cipher is not None
+        cipher = self.cipher
+        return [
+            {**item, "payload": cipher.encrypt(item["payload"]), "isEncrypted": True}
+            if item["queue"] in queues
+            else item
+            for item in items
+        ]
 
     # -- consumers ------------------------------------------------------------------
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -103,11 +113,13 @@ class QueueStore:
         return list(results)
 
     def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        if self.cipher is not None:
-            pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
-            if pushed:
-                self._encrypt(pushed)
-        return dict(self.db.call("execute_transaction", {"operations": operations}))
+        pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
+        queues = self._encrypted_queues(pushed)
+        sent = [
+            {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
+            for op in operations
+        ]
+        return dict(self.db.call("execute_transaction", {"operations": sent}))
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them

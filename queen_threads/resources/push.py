@@ -33,7 +33,7 @@ class Push:
         body = json_object(req, self.runtime.settings.max_body_size)
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
-        items = [v.push_item(item, sub) for item in raw]
+        items = v.push_items(raw, sub)
         results = self.runtime.queues.push(items) if items else []
         retry_after_when_full(resp, results)
         media(resp, results, 201)

@@ -22,7 +22,7 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     kind = op.get("type")
     if kind == "push":
         items = v.items_list(op, "items", "push operation requires an items array")
-        return {"type": "push", "items": [v.push_item(item, sub) for item in items]}
+        return {"type": "push", "items": v.push_items(items, sub)}
     if kind == "ack":
         return {"type": "ack", **v.ack_item(op)}
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")

@@ -6,13 +6,16 @@ encrypted queue."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from queen_threads.crypto import NO_KEY
+from queen_threads.crypto import NO_KEY, PayloadCipher
+from queen_threads.db import Database
+from queen_threads.queue.store import QueueStore
 from tests.integration.conftest import AdminApi, uuid4
 
 KEY_A = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
@@ -164,3 +167,34 @@ def test_server_with_key_still_encrypts_and_decrypts(make_admin: Callable[..., A
     assert encrypted is True and "pin" not in str(stored)
     [message] = admin.pop("ok")
     assert message["data"] == {"pin": 9} and "decryptionError" not in message
+
+
+def test_the_store_encrypts_copies_and_leaves_the_callers_items_as_they_came(
+    database: Database,
+) -> None:
+    """The failover buffer keeps the items it passed to the store, to replay them: they
+    must still be plain text after the store sealed what it sent (push and transaction)."""
+    store = QueueStore(database, PayloadCipher(KEY_A))
+    options = {"encryptionEnabled": True}
+    assert database.call("configure_queue", {"queue": "sealed", "options": options})
+    items = [
+        {"queue": "sealed", "partition": "Default", "payload": {"pin": 1}, "transactionId": "a"},
+        {"queue": "open", "partition": "Default", "payload": {"pin": 2}, "transactionId": "b"},
+    ]
+    before = copy.deepcopy(items)
+    assert [r["status"] for r in store.push(items)] == ["queued", "queued"]
+    pushed = [
+        {"queue": "sealed", "partition": "Default", "payload": {"pin": 3}, "transactionId": "c"}
+    ]
+    ops = [{"type": "push", "items": pushed}]
+    ops_before = copy.deepcopy(ops)
+    assert store.transaction(ops)["success"] is True
+    assert items == before and ops == ops_before
+    with database.connection() as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT m.transaction_id, m.is_encrypted, m.payload::text FROM queen.messages m"
+            " ORDER BY m.id"
+        )
+        stored = cur.fetchall()
+    assert [(t, e) for t, e, _ in stored] == [("a", True), ("b", False), ("c", True)]
+    assert "pin" not in stored[0][2] and "pin" not in stored[2][2]
