@@ -35,8 +35,16 @@ def _seed(conn: Conn) -> None:
     )
 
 
-def _both(conn: Conn, items: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
-    """(v2's answer, v3's answer) to the same items on the same state; v3's is kept."""
+STORED = """
+SELECT id, transaction_id, partition_id::text, payload, trace_id::text, producer_sub,
+       is_encrypted
+  FROM queen.messages WHERE id > %s ORDER BY id
+"""
+
+
+def _stored_both(conn: Conn, items: list[dict[str, Any]]) -> tuple[Any, Any, Any, Any]:
+    """(v2's answer, v2's stored rows, v3's answer, v3's stored rows) on the same state."""
+    [(floor,)] = sql(conn, "SELECT coalesce(max(id), 0) FROM queen.messages")
     with conn.cursor() as cur:
         cur.execute("BEGIN")
         cur.execute("SELECT pg_get_serial_sequence('queen.messages', 'id')")
@@ -45,10 +53,20 @@ def _both(conn: Conn, items: list[dict[str, Any]]) -> tuple[list[Any], list[Any]
         [(last, called)] = cur.fetchall()
         cur.execute("SAVEPOINT before_v2")
         v2 = call(conn, "push_messages_v2", items)
+        cur.execute(STORED, (floor,))
+        v2_rows = cur.fetchall()
         cur.execute("ROLLBACK TO SAVEPOINT before_v2")
         cur.execute("SELECT setval(%s, %s, %s)", (seq, last, called))
         v3 = call(conn, "push_messages_v3", items)
+        cur.execute(STORED, (floor,))
+        v3_rows = cur.fetchall()
         cur.execute("COMMIT")
+    return v2, v2_rows, v3, v3_rows
+
+
+def _both(conn: Conn, items: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """(v2's answer, v3's answer) to the same items on the same state; v3's is kept."""
+    v2, _, v3, _ = _stored_both(conn, items)
     return v2, v3
 
 
@@ -149,35 +167,6 @@ def test_store_push_expands(database: Database) -> None:
     assert res[0]["transactionId"] == res[1]["transaction_id"] == "k1"
     uuid.UUID(res[2]["transactionId"])
     assert all("error" not in r and "reason" not in r for r in res)
-
-
-STORED = """
-SELECT id, transaction_id, partition_id::text, payload, trace_id::text, producer_sub,
-       is_encrypted
-  FROM queen.messages WHERE id > %s ORDER BY id
-"""
-
-
-def _stored_both(conn: Conn, items: list[dict[str, Any]]) -> tuple[Any, Any, Any, Any]:
-    """(v2's answer, v2's stored rows, v3's answer, v3's stored rows) on the same state."""
-    [(floor,)] = sql(conn, "SELECT coalesce(max(id), 0) FROM queen.messages")
-    with conn.cursor() as cur:
-        cur.execute("BEGIN")
-        cur.execute("SELECT pg_get_serial_sequence('queen.messages', 'id')")
-        [(seq,)] = cur.fetchall()
-        cur.execute(f"SELECT last_value, is_called FROM {seq}")
-        [(last, called)] = cur.fetchall()
-        cur.execute("SAVEPOINT before_v2")
-        v2 = call(conn, "push_messages_v2", items)
-        cur.execute(STORED, (floor,))
-        v2_rows = cur.fetchall()
-        cur.execute("ROLLBACK TO SAVEPOINT before_v2")
-        cur.execute("SELECT setval(%s, %s, %s)", (seq, last, called))
-        v3 = call(conn, "push_messages_v3", items)
-        cur.execute(STORED, (floor,))
-        v3_rows = cur.fetchall()
-        cur.execute("COMMIT")
-    return v2, v2_rows, v3, v3_rows
 
 
 def test_fast_path_answers_and_stores_what_the_general_path_does(pg_conn: Conn) -> None:
