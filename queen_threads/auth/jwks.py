@@ -111,12 +111,16 @@ class JwksCache:
         with self._lock:
             if self._generation != seen:
                 return
-            if self._inflight is None:
+            done = self._inflight
+            if done is None:
                 now = time.monotonic()
                 if now - self._last_forced < COOLDOWN_S:
                     return
                 self._last_forced = now
-        self._refresh(wait=True)
+                done = self._start_locked()
+        # Decided under the lock: a fetch that ends meanwhile is the one waited for, not a
+        # reason to start another.
+        done.wait(TIMEOUT_S * 2)
 
     def _lookup(self, kid: str | None, family: str) -> PyJWK | None:
         keys = self._keys
@@ -134,11 +138,16 @@ class JwksCache:
             if done is None:
                 if time.monotonic() - self._last_attempt < unless_tried_within:
                     return
-                self._last_attempt = time.monotonic()
-                done = self._inflight = threading.Event()
-                threading.Thread(target=self._run, args=(done,), name="jwks", daemon=True).start()
+                done = self._start_locked()
         if wait:
             done.wait(TIMEOUT_S * 2)
+
+    def _start_locked(self) -> threading.Event:
+        """Start a fetch in the background (lock held); set when it has finished."""
+        self._last_attempt = time.monotonic()
+        done = self._inflight = threading.Event()
+        threading.Thread(target=self._run, args=(done,), name="jwks", daemon=True).start()
+        return done
 
     def _run(self, done: threading.Event) -> None:
         keys, recovered = None, False

@@ -23,11 +23,13 @@ class Endpoint:
         self.document = document
         self.error: Exception | None = None
         self.fetches = 0
+        self.entered = threading.Event()  # set by every fetch as it starts
         self.release = threading.Event()
         self.release.set()
 
     def __call__(self, url: str) -> Any:
         self.fetches += 1
+        self.entered.set()
         self.release.wait(5)
         if self.error is not None:
             raise self.error
@@ -113,8 +115,10 @@ def test_a_stale_set_is_refreshed_in_the_background(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(jwks_module, "LIFESPAN_S", 0.0)
     monkeypatch.setattr(jwks_module, "COOLDOWN_S", 0.0)
     endpoint.release.clear()  # the refresh hangs: the request must not wait for it
+    endpoint.entered.clear()
     endpoint.document = jwks(b=B)
     assert cache.key("a", "RS256") is not None
+    assert endpoint.entered.wait(5)  # the refresh started, in the background
     assert endpoint.fetches == 2
     endpoint.release.set()
     assert cache.key("b", "RS256") is not None  # waits for the refresh in flight
