@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg2
 import psycopg2.extensions
+import pytest
 
 Conn = psycopg2.extensions.connection
 
@@ -397,12 +398,16 @@ def test_push_encrypted_flag_and_producer_sub_round_trip(pg_conn: Conn) -> None:
     ]
 
 
-def test_push_notifies_once_per_partition_at_commit(pg_conn: Conn, migrated_dsn: str) -> None:
+# v3 (compact answer) takes the fast path of queen._push_items, v2 the general one.
+@pytest.mark.parametrize("fn", ["push_messages_v2", "push_messages_v3"])
+def test_push_notifies_once_per_partition_at_commit(
+    pg_conn: Conn, migrated_dsn: str, fn: str
+) -> None:
     listener = listen(migrated_dsn)
     try:
         call(
             pg_conn,
-            "push_messages_v2",
+            fn,
             [
                 {"queue": "ns1.job", "partition": "p1", "payload": 1, "transactionId": "1"},
                 {"queue": "ns1.job", "partition": "p1", "payload": 2, "transactionId": "2"},
@@ -429,17 +434,13 @@ def test_push_notifies_once_per_partition_at_commit(pg_conn: Conn, migrated_dsn:
             },
         ]
         # only duplicates -> nothing queued -> no wake-up
-        call(
-            pg_conn,
-            "push_messages_v2",
-            [{"queue": "ns1.job", "partition": "p1", "transactionId": "1"}],
-        )
+        call(pg_conn, fn, [{"queue": "ns1.job", "partition": "p1", "transactionId": "1"}])
         assert notifications(listener, wait=0.3) == []
         # rolled back -> no wake-up
         with pg_conn.cursor() as cur:
             cur.execute("BEGIN")
             cur.execute(
-                "SELECT queen.push_messages_v2(%s::jsonb)",
+                f"SELECT queen.{fn}(%s::jsonb)",
                 (json.dumps([{"queue": "ns1.job", "transactionId": "rb"}]),),
             )
             cur.execute("ROLLBACK")
