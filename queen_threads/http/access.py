@@ -55,6 +55,11 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/resources/streams/stats": {"GET": RO},
     f"{API}/resources/streams/{{name}}": {"GET": RO, "DELETE": ADMIN},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": RO},
+    # the official clients' streaming SDK: cycles read-write, reading state read-only
+    "/streams/v1/queries": {"GET": RO, "POST": RW},
+    "/streams/v1/queries/{name}": {"DELETE": ADMIN},
+    "/streams/v1/cycle": {"POST": RW},
+    "/streams/v1/state/get": {"POST": RO},
     # messages and dead letters
     f"{API}/dlq": {"GET": RO},
     f"{API}/dlq/requeue": {"POST": RW},

@@ -1,4 +1,6 @@
-"""The one place where exceptions become HTTP errors: every body is {"error": "..."}."""
+"""The one place where exceptions become HTTP errors: every body is {"error": "..."}, and
+under /streams/ (the official clients' streaming SDK, whose runtime reads `success`) it is
+{"success": false, "error": "..."}."""
 
 from __future__ import annotations
 
@@ -34,14 +36,17 @@ _STATUS: list[tuple[type[QueenError], int]] = [
 ]
 
 
-def error_body(message: str) -> bytes:
-    return orjson.dumps({"error": message})
+SUCCESS_FLAGGED = ("/streams/",)  # path prefixes whose error bodies carry success: false
 
 
-def _respond(resp: falcon.Response, status: int, message: str) -> None:
+def error_body(message: str, flagged: bool = False) -> bytes:
+    return orjson.dumps({"success": False, "error": message} if flagged else {"error": message})
+
+
+def _respond(req: falcon.Request, resp: falcon.Response, status: int, message: str) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(message)
+    resp.data = error_body(message, req.path.startswith(SUCCESS_FLAGGED))
 
 
 def handle_queen_error(
@@ -54,7 +59,7 @@ def handle_queen_error(
         resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
-    _respond(resp, status, str(ex) or type(ex).__name__)
+    _respond(req, resp, status, str(ex) or type(ex).__name__)
 
 
 def handle_http_error(
@@ -68,14 +73,14 @@ def handle_http_error(
         message = ex.description or ex.title or "error"
     if ex.headers:
         resp.set_headers(ex.headers)
-    _respond(resp, ex.status_code, message)
+    _respond(req, resp, ex.status_code, message)
 
 
 def handle_unexpected(
     req: falcon.Request, resp: falcon.Response, ex: Exception, params: dict[str, Any]
 ) -> None:
     log.exception("unhandled error on %s %s", req.method, req.path)
-    _respond(resp, 500, "Internal server error")
+    _respond(req, resp, 500, "Internal server error")
 
 
 def install(app: falcon.App) -> None:

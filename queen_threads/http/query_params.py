@@ -58,6 +58,11 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/resources/streams/stats": {"GET": NONE},
     f"{API}/resources/streams/{{name}}": {"GET": NONE, "DELETE": NONE},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": NONE},
+    # the official clients' streaming SDK
+    "/streams/v1/queries": {"GET": NONE, "POST": NONE},
+    "/streams/v1/queries/{name}": {"DELETE": NONE},
+    "/streams/v1/cycle": {"POST": NONE},
+    "/streams/v1/state/get": {"POST": NONE},
     # messages and dead letters
     f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},

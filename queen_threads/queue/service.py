@@ -47,6 +47,11 @@ class QueueService:
         """Messages landed in these (queue, partition)s by another path (buffer replay)."""
         self._announce_pushed(pairs)
 
+    def announce_freed(self, queue: str, partition: str, group: str) -> None:
+        """Another path gave a lease back (a streams SDK cycle): its long polls may pop."""
+        self._announce({"kind": "free", "queue": queue, "partition": partition,
+                        "consumerGroup": group})  # fmt: skip
+
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if self.failover is not None:
             results = self.failover(items, self._push_direct)

@@ -63,10 +63,13 @@ class QueueStore:
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        sent = self._sealed(items, self._encrypted_queues(items))
-        rows, epoch = self.db.call_and("push_messages", sent)
+        rows, epoch = self.db.call_and("push_messages", self.seal(items))
         self._saw_wake_epoch(epoch)
         return expand_push_results(items, rows)
+
+    def seal(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`items` ready to store: the payloads bound for encrypted queues encrypted."""
+        return self._sealed(items, self._encrypted_queues(items))
 
     def _encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
         """The queues of `items` whose payloads are stored encrypted (none without a key)."""

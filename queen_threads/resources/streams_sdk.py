@@ -1,0 +1,64 @@
+"""The official clients' streaming SDK routes (docs/streams.md, "The SDK's API"):
+POST /streams/v1/queries (register), /streams/v1/cycle (commit a cycle),
+/streams/v1/state/get (read state); GET /streams/v1/queries (list, with state size and
+lag) and DELETE /streams/v1/queries/{name}. Refusals answer {success: false, error} with
+their real status (400, 404, 409) and change nothing."""
+
+from __future__ import annotations
+
+import falcon
+
+from queen_threads.errors import NotFound
+from queen_threads.http.auth import producer_sub
+from queen_threads.http.request import json_object, media
+from queen_threads.runtime import Runtime
+from queen_threads.streams_sdk import body
+
+PREFIX = "/streams/v1"
+
+
+class Queries:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        registration = body.register_body(json_object(req, self.runtime.settings.max_body_size))
+        media(resp, self.runtime.streams_sdk.register(registration))
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, {"queries": self.runtime.streams_sdk.queries()})
+
+
+class Query:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        if not self.runtime.streams_sdk.delete(name):
+            raise NotFound(f"Query not found: {name}")
+        media(resp, {"success": True, "deleted": True, "name": name})
+
+
+class Cycle:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        raw = json_object(req, self.runtime.settings.max_body_size)
+        media(resp, self.runtime.streams_sdk.cycle(body.cycle_body(raw, producer_sub(req))))
+
+
+class StateGet:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request = body.state_get_body(json_object(req, self.runtime.settings.max_body_size))
+        media(resp, self.runtime.streams_sdk.state(request))
+
+
+def register(app: falcon.App, runtime: Runtime) -> None:
+    app.add_route(f"{PREFIX}/queries", Queries(runtime))
+    app.add_route(f"{PREFIX}/queries/{{name}}", Query(runtime))
+    app.add_route(f"{PREFIX}/cycle", Cycle(runtime))
+    app.add_route(f"{PREFIX}/state/get", StateGet(runtime))
