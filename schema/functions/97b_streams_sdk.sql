@@ -81,33 +81,42 @@ BEGIN
 END;
 $$;
 
--- Acknowledge, inside a cycle, the source messages of the caller's lease up to and
--- including the one named by `p_ack` {transactionId, leaseId, status, error}: the
--- project's ack rules (queen._ack_items, 40_ack.sql) for each of them in delivery order,
--- the named one with the given status, the earlier ones completed. The caller holds the
--- (partition, group) row locked and has checked the lease. Raises (QSD09) on any item the
--- ack rules refuse. Returns the items' results.
+-- Acknowledge, inside a cycle, the source messages the caller processed: those of its
+-- lease's batch that come at or before the one named by `p_ack` {transactionId, status,
+-- error} in the order the SDK processes a batch in: createdAt in whole milliseconds, then
+-- the id as a string (its runner sorts by exactly that, the same float arithmetic
+-- included). That is the whole batch for an ordinary cycle, and the allowed head for a
+-- gate's partial one. Within a millisecond string order is not delivery order ("1000" <
+-- "999"), so the named message alone cannot say where the cycle ends. Each one goes
+-- through the project's ack rules (queen._ack_items, 40_ack.sql), the named one with the
+-- given status, the others completed; out of delivery order is fine, the cursor moves
+-- over what is done. The caller holds the (partition, group) row locked and has checked
+-- the lease. Raises (QSD09) on any item the ack rules refuse. Returns the items' results.
 CREATE OR REPLACE FUNCTION queen._sdk_ack_through(
     p_pc queen.partition_consumers, p_mid bigint, p_ack jsonb
 ) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_pos     integer := array_position(p_pc.batch_ids, p_mid);
     v_items   jsonb;
     v_results jsonb;
     v_refused text;
 BEGIN
+    WITH b AS (
+        SELECT m.id, m.transaction_id, m.id::text COLLATE "C" AS sid,
+               floor(extract(epoch FROM m.created_at)::float8 * 1000) AS ms
+          FROM unnest(p_pc.batch_ids) AS d(id)
+          JOIN queen.messages m ON m.id = d.id
+    )
     SELECT jsonb_agg(jsonb_build_object(
-               'transactionId', m.transaction_id, 'partitionId', p_pc.partition_id,
+               'transactionId', b.transaction_id, 'partitionId', p_pc.partition_id,
                'consumerGroup', p_pc.consumer_group, 'leaseId', p_pc.lease_id,
-               'status', CASE WHEN b.ord = v_pos
-                              THEN coalesce(p_ack ->> 'status', 'completed')
+               'status', CASE WHEN b.id = p_mid THEN coalesce(p_ack ->> 'status', 'completed')
                               ELSE 'completed' END,
-               'error', CASE WHEN b.ord = v_pos THEN p_ack -> 'error' END)
-           ORDER BY b.ord)
+               'error', CASE WHEN b.id = p_mid THEN p_ack -> 'error' END)
+           ORDER BY b.ms, b.sid)
       INTO v_items
-      FROM unnest(p_pc.batch_ids[1:v_pos]) WITH ORDINALITY AS b(id, ord)
-      JOIN queen.messages m ON m.id = b.id;
+      FROM b, (SELECT ms, sid FROM b WHERE b.id = p_mid) n
+     WHERE (b.ms, b.sid) <= (n.ms, n.sid);
     v_results := queen._ack_items(v_items, false);
     SELECT r ->> 'error' INTO v_refused
       FROM jsonb_array_elements(v_results) r
@@ -154,8 +163,8 @@ $$;
 -- [{type: upsert|delete, key, value}], pushItems: [validated push items], ack:
 -- {transactionId, leaseId, status, error} | null, releaseLease}.
 -- An ack needs the caller's live lease on (partition, group), and its message delivered
--- under it; otherwise nothing is written (conflict). It acknowledges every message of the
--- lease's batch up to the named one; when messages of the batch remain, `releaseLease`
+-- under it; otherwise nothing is written (conflict). It acknowledges the messages of the
+-- lease's batch up to the named one (queen._sdk_ack_through); when some remain, `releaseLease`
 -- gives them back at once, else the caller keeps the lease (they are delivered again, in
 -- order, when it ends). Output: {success, query_id, partition_id, state_ops_applied,
 -- push_results, ack_result: {success, count, status, lease_released} | null,
@@ -236,7 +245,8 @@ BEGIN
 
         IF v_ack IS NOT NULL THEN
             v_acks := queen._sdk_ack_through(v_pc, v_mid, v_ack);
-            v_freed := coalesce((v_acks -> -1 ->> 'leaseReleased')::boolean, false);
+            v_freed := EXISTS (SELECT 1 FROM jsonb_array_elements(v_acks) r
+                                WHERE (r ->> 'leaseReleased')::boolean);
             IF NOT v_freed AND coalesce(queen._jbool(p -> 'releaseLease', true), true) THEN
                 UPDATE queen.partition_consumers
                    SET lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,

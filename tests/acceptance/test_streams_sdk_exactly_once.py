@@ -1,0 +1,193 @@
+"""Exactly-once through the official client's streaming SDK under faults, on the real server.
+
+A tumbling-window sum (1 s windows of event time) over 20,000 messages in 20 partitions of
+one source queue, computed by an SDK worker in a process of its own
+(tests/support/sdk_worker.py). Mid-run the worker is SIGKILLed twice and started again, and
+once every worker process of the server is SIGKILLed (gunicorn starts new ones): a cycle may
+be cut off before its commit (rolled back, redelivered when its lease ends), or after it
+(the client retries it, and the server refuses the retry: its lease is gone). In the end
+every window's sum in the sink equals the sum computed from the source, and each window was
+emitted exactly once.
+
+Each partition's 1,000 messages are 10 ms apart in event time: 10 windows of 100 (99 for the
+last); the 1,000th is 20 s later, so it closes them all and stays open itself (as state).
+The source's lease time is 4 s: what a killed process held comes back after at most that.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.acceptance.sdk_support import sql
+from tests.support.server import ROOT, ServerProcess
+
+PARTITIONS = 20
+PER_PARTITION = 1_000
+TOTAL = PARTITIONS * PER_PARTITION
+WINDOW_MS = 1_000
+STEP_MS = 10
+BASE = 1_700_000_000_000
+CLOSER_MS = 20_000  # event time of each partition's last message, after its first
+LEASE_S = 4
+DEADLINE_S = 120  # the whole run; it takes about 25 s
+
+
+def value(p: int, i: int) -> int:
+    return (i * 7 + p * 13) % 101
+
+
+def event_ms(i: int) -> int:
+    return BASE + (CLOSER_MS if i == PER_PARTITION - 1 else i * STEP_MS)
+
+
+def expected_windows() -> dict[tuple[str, int], tuple[int, int]]:
+    """(partition, window start) -> (sum, count) of every window the closers close."""
+    out: dict[tuple[str, int], tuple[int, int]] = {}
+    for p in range(PARTITIONS):
+        for i in range(PER_PARTITION - 1):
+            start = event_ms(i) // WINDOW_MS * WINDOW_MS
+            s, c = out.get((f"p{p}", start), (0, 0))
+            out[(f"p{p}", start)] = (s + value(p, i), c + 1)
+    return out
+
+
+QUEUE_PAYLOADS = """
+    SELECT m.payload FROM queen.messages m
+      JOIN queen.partitions p ON p.id = m.partition_id
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE q.name = %s"""
+OPEN_WINDOWS = """
+    SELECT s.value FROM queen.sdk_state s JOIN queen.sdk_queries q ON q.id = s.query_id
+     WHERE q.name = %s AND s.key <> '__wm__'"""
+
+
+def partition_names(dsn: str, queue: str) -> dict[str, str]:
+    rows = sql(dsn, "SELECT p.id::text, p.name FROM queen.partitions p JOIN queen.queues q"
+                    " ON q.id = p.queue_id WHERE q.name = %s", queue)  # fmt: skip
+    return {str(pid): str(name) for pid, name in rows}
+
+
+@pytest.fixture
+def eo_server(migrated_dsn: str) -> Iterator[ServerProcess]:
+    with ServerProcess(migrated_dsn, workers=2) as srv:
+        yield srv
+
+
+class Worker:
+    """The SDK worker subprocess: started, killed, started again."""
+
+    def __init__(self, url: str, source: str, sink: str, query: str, log: Path) -> None:
+        self.args = [sys.executable, "-m", "tests.support.sdk_worker", url, source, sink, query,
+                     "400", "4"]  # fmt: skip
+        self.log = log
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        out = self.log.open("ab")
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def children(pid: int) -> list[int]:
+    """The process ids whose parent is `pid` (gunicorn's workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def progress(dsn: str, query: str) -> tuple[int, int]:
+    """(source messages acknowledged by the query's cycles, sink messages pushed)."""
+    row = sql(
+        dsn,
+        "SELECT coalesce(sum(s.acked), 0), coalesce(sum(s.pushed), 0) FROM queen.sdk_shards s"
+        " JOIN queen.sdk_queries q ON q.id = s.query_id WHERE q.name = %s",
+        query,
+    )
+    return int(row[0][0]), int(row[0][1])
+
+
+def wait_for(what: str, ready: Callable[[], bool], deadline: float) -> None:
+    """Check `ready()` every 50 ms (the worker is another process) until the deadline."""
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
+    eo_server: ServerProcess, migrated_dsn: str, tmp_path: Path
+) -> None:
+    source, sink, query = "eo-src", "eo-sink", "eo.sum"
+    url = eo_server.url
+    res = httpx.post(f"{url}/api/v1/configure",
+                     json={"queue": source, "options": {"leaseTime": LEASE_S}})  # fmt: skip
+    assert res.status_code == 200, res.text
+    for p in range(PARTITIONS):
+        payloads = [{"v": value(p, i), "ts": event_ms(i)} for i in range(PER_PARTITION)]
+        items = [{"queue": source, "partition": f"p{p}", "payload": d} for d in payloads]
+        res = httpx.post(f"{url}/api/v1/push", json={"items": items}, timeout=30)
+        assert res.status_code == 201, res.text
+
+    deadline = time.monotonic() + DEADLINE_S
+    worker = Worker(url, source, sink, query, tmp_path / "worker.log")
+    seen_at_faults: list[int] = []
+    try:
+        # Two SIGKILLs of the SDK worker, then one of every server worker, mid-run.
+        for fault, share in (("sdk", 0.2), ("sdk", 0.45), ("server", 0.7)):
+            worker.start()
+            wait_for(f"{share:.0%} consumed",
+                     lambda s=share: progress(migrated_dsn, query)[0] >= s * TOTAL,
+                     deadline)  # fmt: skip
+            seen_at_faults.append(progress(migrated_dsn, query)[0])
+            if fault == "sdk":
+                worker.kill()
+                continue
+            assert eo_server.proc is not None
+            workers = children(eo_server.proc.pid)
+            assert workers
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            worker.kill()  # its in-flight requests were cut off: start it once more, too
+        worker.start()
+        wait_for("every message consumed",
+                 lambda: progress(migrated_dsn, query)[0] >= TOTAL, deadline)  # fmt: skip
+    finally:
+        worker.kill()
+
+    assert all(0 < n < TOTAL for n in seen_at_faults), seen_at_faults
+    names = partition_names(migrated_dsn, source)
+    outputs = [r[0] for r in sql(migrated_dsn, QUEUE_PAYLOADS, sink)]
+    emitted = Counter((names[o["key"]], o["windowStart"]) for o in outputs)
+    assert [w for w, n in emitted.items() if n > 1] == [], "windows emitted more than once"
+    got = {(names[o["key"]], o["windowStart"]): (o["sum"], o["count"]) for o in outputs}
+    assert got == expected_windows()
+    # Each partition's closer is the one open window left, alone in it.
+    open_rows: list[Any] = sql(migrated_dsn, OPEN_WINDOWS, query)
+    assert len(open_rows) == PARTITIONS
+    assert all(r[0]["acc"]["count"] == 1 for r in open_rows)
+    assert sum(r[0]["acc"]["sum"] for r in open_rows) == sum(
+        value(p, PER_PARTITION - 1) for p in range(PARTITIONS)
+    )
