@@ -22,8 +22,8 @@ class Queries:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        registration = body.register_body(json_object(req, self.runtime.settings.max_body_size))
-        media(resp, self.runtime.streams_sdk.register(registration))
+        raw = json_object(req, self.runtime.settings.max_body_size, known=body.REGISTER_KEYS)
+        media(resp, self.runtime.streams_sdk.register(body.register_body(raw)))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, {"queries": self.runtime.streams_sdk.queries()})
@@ -44,7 +44,7 @@ class Cycle:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.runtime.settings.max_body_size)
+        raw = json_object(req, self.runtime.settings.max_body_size, known=body.CYCLE_KEYS)
         media(resp, self.runtime.streams_sdk.cycle(body.cycle_body(raw, producer_sub(req))))
 
 
@@ -53,8 +53,8 @@ class StateGet:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        request = body.state_get_body(json_object(req, self.runtime.settings.max_body_size))
-        media(resp, self.runtime.streams_sdk.state(request))
+        raw = json_object(req, self.runtime.settings.max_body_size, known=body.STATE_GET_KEYS)
+        media(resp, self.runtime.streams_sdk.state(body.state_get_body(raw)))
 
 
 def register(app: falcon.App, runtime: Runtime) -> None:

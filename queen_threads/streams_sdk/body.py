@@ -13,6 +13,13 @@ from queen_threads.errors import ValidationError
 MAX_HASH = 255
 MAX_KEY = 10_000
 STATE_OPS = ("upsert", "delete")
+# The top-level fields each route reads; any other is ignored and reported (http/ignored.py).
+REGISTER_KEYS = frozenset({"name", "source_queue", "sink_queue", "config_hash", "reset"})
+CYCLE_KEYS = frozenset({
+    "query_id", "partition_id", "consumer_group", "state_ops", "push_items", "ack",
+    "release_lease",
+})  # fmt: skip
+STATE_GET_KEYS = frozenset({"query_id", "partition_id", "keys", "key_prefix", "ripe_at_or_before"})
 
 
 def _text(body: dict[str, Any], field: str, max_len: int = MAX_HASH) -> str:
