@@ -73,8 +73,12 @@ OPEN_WINDOWS = """
 
 
 def partition_names(dsn: str, queue: str) -> dict[str, str]:
-    rows = sql(dsn, "SELECT p.id::text, p.name FROM queen.partitions p JOIN queen.queues q"
-                    " ON q.id = p.queue_id WHERE q.name = %s", queue)  # fmt: skip
+    rows = sql(
+        dsn,
+        "SELECT p.id::text, p.name FROM queen.partitions p JOIN queen.queues q"
+        " ON q.id = p.queue_id WHERE q.name = %s",
+        queue,
+    )
     return {str(pid): str(name) for pid, name in rows}
 
 
@@ -88,8 +92,17 @@ class Worker:
     """The SDK worker subprocess: started, killed, started again."""
 
     def __init__(self, url: str, source: str, sink: str, query: str, log: Path) -> None:
-        self.args = [sys.executable, "-m", "tests.support.sdk_worker", url, source, sink, query,
-                     "400", "4"]  # fmt: skip
+        self.args = [
+            sys.executable,
+            "-m",
+            "tests.support.sdk_worker",
+            url,
+            source,
+            sink,
+            query,
+            "400",
+            "4",
+        ]
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -142,8 +155,9 @@ def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
 ) -> None:
     source, sink, query = "eo-src", "eo-sink", "eo.sum"
     url = eo_server.url
-    res = httpx.post(f"{url}/api/v1/configure",
-                     json={"queue": source, "options": {"leaseTime": LEASE_S}})  # fmt: skip
+    res = httpx.post(
+        f"{url}/api/v1/configure", json={"queue": source, "options": {"leaseTime": LEASE_S}}
+    )
     assert res.status_code == 200, res.text
     for p in range(PARTITIONS):
         payloads = [{"v": value(p, i), "ts": event_ms(i)} for i in range(PER_PARTITION)]
@@ -158,9 +172,11 @@ def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
         # Two SIGKILLs of the SDK worker, then one of every server worker, mid-run.
         for fault, share in (("sdk", 0.2), ("sdk", 0.45), ("server", 0.7)):
             worker.start()
-            wait_for(f"{share:.0%} consumed",
-                     lambda s=share: progress(migrated_dsn, query)[0] >= s * TOTAL,
-                     deadline)  # fmt: skip
+            wait_for(
+                f"{share:.0%} consumed",
+                lambda s=share: progress(migrated_dsn, query)[0] >= s * TOTAL,
+                deadline,
+            )
             seen_at_faults.append(progress(migrated_dsn, query)[0])
             if fault == "sdk":
                 worker.kill()
@@ -172,8 +188,9 @@ def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
                 os.kill(pid, signal.SIGKILL)
             worker.kill()  # its in-flight requests were cut off: start it once more, too
         worker.start()
-        wait_for("every message consumed",
-                 lambda: progress(migrated_dsn, query)[0] >= TOTAL, deadline)  # fmt: skip
+        wait_for(
+            "every message consumed", lambda: progress(migrated_dsn, query)[0] >= TOTAL, deadline
+        )
     finally:
         worker.kill()
 

@@ -32,8 +32,13 @@ class Sdk:
         return self.http.post(f"{V1}{path}", json=body)
 
     def register(self, config_hash: str = "h1", **extra: Any) -> httpx.Response:
-        body = {"name": self.query, "source_queue": self.source, "config_hash": config_hash,
-                "reset": False, **extra}  # fmt: skip
+        body = {
+            "name": self.query,
+            "source_queue": self.source,
+            "config_hash": config_hash,
+            "reset": False,
+            **extra,
+        }
         return self.post("/queries", body)
 
     def query_id(self) -> str:
@@ -42,8 +47,10 @@ class Sdk:
         return str(res.json()["query_id"])
 
     def push(self, n: int, partition: str = "p1", queue: str | None = None) -> None:
-        items = [{"queue": queue or self.source, "partition": partition, "payload": {"i": i}}
-                 for i in range(n)]  # fmt: skip
+        items = [
+            {"queue": queue or self.source, "partition": partition, "payload": {"i": i}}
+            for i in range(n)
+        ]
         assert self.http.post("/api/v1/push", json={"items": items}).status_code == 201
 
     def pop(self, batch: int = 10) -> list[dict[str, Any]]:
@@ -54,31 +61,53 @@ class Sdk:
     def cycle(self, qid: str, messages: list[dict[str, Any]], **fields: Any) -> httpx.Response:
         last = messages[-1]
         body = {
-            "query_id": qid, "partition_id": last["partitionId"], "consumer_group": self.group,
+            "query_id": qid,
+            "partition_id": last["partitionId"],
+            "consumer_group": self.group,
             "state_ops": [{"type": "upsert", "key": "w\x1f1", "value": {"acc": len(messages)}}],
             "push_items": [{"queue": self.sink, "partition": "p1", "payload": {"n": 1}}],
-            "ack": {"transactionId": last["transactionId"], "leaseId": last["leaseId"],
-                    "status": "completed", "count": len(messages)},
+            "ack": {
+                "transactionId": last["transactionId"],
+                "leaseId": last["leaseId"],
+                "status": "completed",
+                "count": len(messages),
+            },
             "release_lease": True,
-        }  # fmt: skip
+        }
         return self.post("/cycle", {**body, **fields})
 
     def snapshot(self) -> dict[str, Any]:
         """Everything a cycle may change: state, shards, the source cursor and lease, the
         sink's messages."""
         return {
-            "state": sql(self.dsn, "SELECT s.partition_id, s.key, s.value FROM queen.sdk_state s"
-                         " JOIN queen.sdk_queries q ON q.id = s.query_id WHERE q.name = %s"
-                         " ORDER BY 1, 2", self.query),
-            "shards": sql(self.dsn, "SELECT s.* FROM queen.sdk_shards s JOIN queen.sdk_queries q"
-                          " ON q.id = s.query_id WHERE q.name = %s ORDER BY 2", self.query),
-            "cursor": sql(self.dsn, "SELECT pc.last_consumed_id, pc.lease_id, pc.batch_ids,"
-                          " pc.acked_ids FROM queen.partition_consumers pc"
-                          " WHERE pc.consumer_group = %s ORDER BY pc.partition_id", self.group),
-            "sink": sql(self.dsn, "SELECT m.id FROM queen.messages m JOIN queen.partitions p"
-                        " ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id"
-                        " WHERE q.name = %s ORDER BY 1", self.sink),
-        }  # fmt: skip
+            "state": sql(
+                self.dsn,
+                "SELECT s.partition_id, s.key, s.value FROM queen.sdk_state s"
+                " JOIN queen.sdk_queries q ON q.id = s.query_id WHERE q.name = %s"
+                " ORDER BY 1, 2",
+                self.query,
+            ),
+            "shards": sql(
+                self.dsn,
+                "SELECT s.* FROM queen.sdk_shards s JOIN queen.sdk_queries q"
+                " ON q.id = s.query_id WHERE q.name = %s ORDER BY 2",
+                self.query,
+            ),
+            "cursor": sql(
+                self.dsn,
+                "SELECT pc.last_consumed_id, pc.lease_id, pc.batch_ids,"
+                " pc.acked_ids FROM queen.partition_consumers pc"
+                " WHERE pc.consumer_group = %s ORDER BY pc.partition_id",
+                self.group,
+            ),
+            "sink": sql(
+                self.dsn,
+                "SELECT m.id FROM queen.messages m JOIN queen.partitions p"
+                " ON p.id = m.partition_id JOIN queen.queues q ON q.id = p.queue_id"
+                " WHERE q.name = %s ORDER BY 1",
+                self.sink,
+            ),
+        }
 
     def refused(self, res: httpx.Response, status: int, before: dict[str, Any]) -> str:
         assert res.status_code == status, res.text
@@ -158,8 +187,12 @@ def test_a_cycle_commits_state_sink_and_ack_together(sdk: Sdk) -> None:
     body = res.json()
     assert body["success"] is True and body["state_ops_applied"] == 1
     assert [r["status"] for r in body["push_results"]] == ["queued"]
-    assert body["ack_result"] == {"success": True, "count": 3, "status": "completed",
-                                  "lease_released": True}  # fmt: skip
+    assert body["ack_result"] == {
+        "success": True,
+        "count": 3,
+        "status": "completed",
+        "lease_released": True,
+    }
     after = sdk.snapshot()
     assert [(k, v) for _, k, v in after["state"]] == [("w\x1f1", {"acc": 3})]
     assert len(after["sink"]) == 1
@@ -186,8 +219,12 @@ def test_a_cycle_under_a_lease_that_is_not_the_callers_changes_nothing(sdk: Sdk)
     foreign = [{**m, "leaseId": str(uuid.uuid4())} for m in msgs]
     sdk.refused(sdk.cycle(qid, foreign), 409, before)
     # Expired: the partition may be someone else's by now.
-    sql(sdk.dsn, "UPDATE queen.partition_consumers SET lease_expires_at = now() - interval '1 s'"
-                 " WHERE consumer_group = %s", sdk.group)  # fmt: skip
+    sql(
+        sdk.dsn,
+        "UPDATE queen.partition_consumers SET lease_expires_at = now() - interval '1 s'"
+        " WHERE consumer_group = %s",
+        sdk.group,
+    )
     expired = sdk.snapshot()
     sdk.refused(sdk.cycle(qid, msgs), 409, expired)
     # A message that was never delivered under the lease.

@@ -14,7 +14,7 @@ from tests.acceptance.conftest import ClientRun
 from tests.acceptance.sdk_support import drain, nothing_more, running, state_keys
 from tests.support.server import ServerProcess
 
-BASE = 1_700_000_000_000  # event times (ms), on a minute boundary
+BASE = 1_700_000_040_000  # event times (ms), on a minute boundary
 
 
 def event_time(m: dict[str, Any]) -> int:
@@ -67,3 +67,174 @@ def test_tumbling_event_time_sum_per_key_emits_each_closed_window_once(
     # The open window (a, 3000) stays as state, with the partition's watermark.
     keys = state_keys(client_server.env["DATABASE_URL"], query)
     assert "__wm__" in keys and any(k.startswith("tumb:1\x1f") for k in keys), keys
+
+
+def test_sliding_windows_count_each_event_in_every_window_it_falls_in(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    src, sink, query = unique("sdk-slide-src"), unique("sdk-slide-sink"), unique("sdk-slide")
+    # 2 s windows every 1 s: each event is in two windows; the event at 10 s closes them.
+    rows = [
+        {"v": 1, "ts": BASE + 500},
+        {"v": 2, "ts": BASE + 1500},
+        {"v": 4, "ts": BASE + 2500},
+        {"v": 0, "ts": BASE + 10_000},
+    ]
+
+    async def body(client: Queen) -> None:
+        await push(client, src, "p1", rows)
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_sliding(size=2, slide=1, event_time=event_time, idle_flush_ms=0)
+            .aggregate({"sum": lambda d: d["v"]})
+            .map(labelled)
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 4)
+            got = sorted((o["windowStart"] - BASE, o["sum"]) for o in out)
+            assert got == [(-1000, 1), (0, 3), (1000, 6), (2000, 4)]
+            assert await nothing_more(client, sink) == []
+
+        await running(stream, query, client_server.url, check)
+
+    client_run(body)
+
+
+def test_session_window_closes_when_the_gap_is_exceeded(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    src, sink, query = unique("sdk-sess-src"), unique("sdk-sess-sink"), unique("sdk-sess")
+    # Key u: 0, 0.5 s, 1.2 s are one session (gaps <= 1 s); 5 s starts the next one.
+    rows = [
+        {"k": "u", "v": 1, "ts": BASE},
+        {"k": "u", "v": 2, "ts": BASE + 500},
+        {"k": "w", "v": 100, "ts": BASE + 600},
+        {"k": "u", "v": 4, "ts": BASE + 1200},
+        {"k": "u", "v": 8, "ts": BASE + 5000},
+        {"k": "w", "v": 0, "ts": BASE + 5000},
+    ]
+
+    async def body(client: Queen) -> None:
+        await push(client, src, "p1", rows)
+        stream = (
+            Stream.from_(client.queue(src))
+            .key_by(lambda m: m["data"]["k"])
+            .window_session(gap=1, event_time=event_time, idle_flush_ms=0)
+            .aggregate({"sum": lambda d: d["v"], "count": lambda d: 1})
+            .map(labelled)
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 2)
+            got = sorted((o["key"], o["windowStart"] - BASE, o["sum"], o["count"]) for o in out)
+            assert got == [("u", 0, 7, 3), ("w", 600, 100, 1)]
+            assert await nothing_more(client, sink) == []
+
+        await running(stream, query, client_server.url, check)
+
+    client_run(body)
+    open_sessions = [k for k in state_keys(client_server.env["DATABASE_URL"], query) if "open" in k]
+    assert len(open_sessions) == 2  # u and w, both started at 5 s
+
+
+def test_cron_window_aggregates_per_calendar_minute(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    src, sink, query = unique("sdk-cron-src"), unique("sdk-cron-sink"), unique("sdk-cron")
+    rows = [
+        {"v": 1, "ts": BASE + 1_000},
+        {"v": 2, "ts": BASE + 59_000},
+        {"v": 4, "ts": BASE + 61_000},
+        {"v": 0, "ts": BASE + 300_000},
+    ]
+
+    async def body(client: Queen) -> None:
+        await push(client, src, "p1", rows)
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_cron(every="minute", event_time=event_time, idle_flush_ms=0)
+            .aggregate({"sum": lambda d: d["v"]})
+            .map(labelled)
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 2)
+            assert sorted((o["windowStart"] - BASE, o["sum"]) for o in out) == [(0, 3), (60_000, 4)]
+            assert await nothing_more(client, sink) == []
+
+        await running(stream, query, client_server.url, check)
+
+    client_run(body)
+
+
+def test_event_time_grace_and_lateness_keep_out_of_order_events_and_drop_late_ones(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    """One message per cycle (batch 1), so the watermark moves between them: it trails the
+    newest event by the allowed lateness (1 s); a window closes once the watermark passes
+    its end plus the grace period (1 s); an event older than the watermark is dropped."""
+    src, sink, query = unique("sdk-grace-src"), unique("sdk-grace-sink"), unique("sdk-grace")
+    rows = [
+        {"v": 1, "ts": BASE + 100},
+        {"v": 2, "ts": BASE + 1500},  # watermark 500
+        {"v": 4, "ts": BASE + 800},  # out of order, above the watermark: counted
+        {"v": 8, "ts": BASE + 3000},  # watermark 2000: window 0 closes (1000 + grace)
+        {"v": 16, "ts": BASE + 200},  # below the watermark: dropped
+        {"v": 0, "ts": BASE + 9000},  # watermark 8000: closes windows 1 and 3
+    ]
+
+    async def body(client: Queen) -> None:
+        await push(client, src, "p1", rows)
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_tumbling(
+                seconds=1,
+                grace_period=1,
+                allowed_lateness=1,
+                event_time=event_time,
+                idle_flush_ms=0,
+            )
+            .aggregate({"sum": lambda d: d["v"]})
+            .map(labelled)
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 3)
+            got = sorted((o["windowStart"] - BASE, o["sum"]) for o in out)
+            assert got == [(0, 5), (1000, 2), (3000, 8)]
+            assert await nothing_more(client, sink) == []
+
+        await running(stream, query, client_server.url, check, batch_size=1, max_partitions=1)
+
+    client_run(body)
+
+
+def test_idle_flush_emits_a_quiet_partitions_window_once_its_time_has_passed(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    """Processing time: no later message closes the window; the flush timer does."""
+    src, sink, query = unique("sdk-flush-src"), unique("sdk-flush-sink"), unique("sdk-flush")
+
+    async def body(client: Queen) -> None:
+        await push(client, src, "p1", [{"v": 1}, {"v": 2}, {"v": 4}])
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_tumbling(seconds=1, idle_flush_ms=200)
+            .aggregate({"sum": lambda d: d["v"], "count": lambda d: 1})
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 1)
+            assert [(o["sum"], o["count"]) for o in out] == [(7, 3)]
+            assert await nothing_more(client, sink, wait_ms=600) == []
+
+        await running(stream, query, client_server.url, check)
+
+    client_run(body)
+    assert state_keys(client_server.env["DATABASE_URL"], query) == []
