@@ -107,6 +107,42 @@ def test_a_stream_its_consumers_and_deleting_it(
     assert api.http.get(f"/resources/streams/{timed}").status_code == 200
 
 
+def test_sdk_queries_are_listed_with_their_state_and_lag(
+    chromium: Browser, srv: ServerProcess, api: QueueHttp
+) -> None:
+    """A query of the official clients' streaming SDK, registered and one cycle in: one
+    state row, two source messages still to consume."""
+    query, source = f"sdk-{uuid.uuid4().hex[:8]}", f"sdk-src-{uuid.uuid4().hex[:8]}"
+    sdk = httpx.Client(base_url=f"{srv.url}/streams/v1", timeout=10)
+    reg = sdk.post(
+        "/queries",
+        json={"name": query, "source_queue": source, "sink_queue": "sdk-sink", "config_hash": "c"},
+    )
+    api.push(source, [{"n": 1}, {"n": 2}, {"n": 3}])
+    [msg] = api.pop(source, batch=1, consumerGroup=f"streams.{query}")
+    res = sdk.post(
+        "/cycle",
+        json={
+            "query_id": reg.json()["query_id"],
+            "partition_id": msg["partitionId"],
+            "consumer_group": f"streams.{query}",
+            "state_ops": [{"type": "upsert", "key": "tumb:60\x1fw\x1fk", "value": {"acc": 1}}],
+            "ack": {"transactionId": msg["transactionId"], "leaseId": msg["leaseId"]},
+        },
+    )
+    assert res.status_code == 200, res.text
+    with browser_page(chromium, srv.url, Console()) as page:
+        page.goto("/streams")
+        line = page.locator(f'#sdk-queries tr[data-key="{query}"]')
+        expect(line).to_contain_text(source)
+        expect(line).to_contain_text("sdk-sink")
+        cells = [c.strip() for c in line.locator("td").all_inner_texts()]
+        assert cells[3:7] == ["1", "1", cells[5], "2"], cells  # partitions, rows, size, lag
+        assert cells[5].endswith(" B"), cells
+        expect(page.locator(".notice.error")).to_have_count(0)
+    sdk.close()
+
+
 def test_a_phone_shows_the_streams_without_sideways_scrolling(
     chromium: Browser, srv: ServerProcess, api: QueueHttp
 ) -> None:

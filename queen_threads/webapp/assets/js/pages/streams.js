@@ -1,9 +1,10 @@
 // Streams: windowed consumption over queues. Totals, every stream with its window and
 // sources, and a stream's detail (definition, each consumer group's keys with their offset,
-// last acked window and the window out); delete a stream (admin role).
+// last acked window and the window out); delete a stream (admin role). Beside them, the
+// queries of the official clients' streaming SDK (/streams/v1) with their state and lag.
 import { API, del, get, seg } from "../api.js";
 import { h, fill } from "../dom.js";
-import { ago, num, time } from "../format.js";
+import { ago, bytesKb, num, time } from "../format.js";
 import {
   actionButton, badge, confirmed, empty, kv, load, panel, stat, table, toast,
 } from "../ui.js";
@@ -136,6 +137,36 @@ async function detail(name, close) {
     consumers.el);
 }
 
+/** Bytes as "512 B", "3.5 KB", then MB and GB. */
+export function size(bytes) {
+  const n = Number(bytes || 0);
+  if (n < 1024) return `${num(n)} B`;
+  return n < 1024 * 1024 ? `${num(Math.round(n / 102.4) / 10)} KB` : bytesKb(n / 1024);
+}
+
+const SDK_COLUMNS = [
+  { key: "name", label: "Query", cls: "wrap" },
+  { key: "sourceQueue", label: "Source", cls: "wrap", render: (q) => h("a", { href: `/queues?queue=${seg(q.sourceQueue)}` }, q.sourceQueue) },
+  { key: "sinkQueue", label: "Sink", cls: "wrap hide-sm", render: (q) => q.sinkQueue || "–" },
+  { key: "partitions", label: "Partitions", num: true, cls: "hide-sm" },
+  { key: "stateRows", label: "State rows", num: true },
+  { key: "stateBytes", label: "State size", render: (q) => size(q.stateBytes) },
+  { key: "lag", label: "Lag", num: true },
+  { key: "cycles", label: "Cycles", num: true, cls: "hide-sm" },
+  { key: "lastCycleAt", label: "Last cycle", cls: "hide-sm", render: (q) => ago(q.lastCycleAt) },
+];
+
+function sdkQueries(queries) {
+  if (!queries.length) {
+    return empty("No SDK queries yet", "The official clients' Stream API registers one when it runs:",
+      "from queen import Queen, Stream\n" +
+      "await (Stream.from_(queen.queue('orders')).window_tumbling(seconds=60)\n" +
+      "       .aggregate({'sum': lambda d: d['amount']}).to(queen.queue('totals'))\n" +
+      `       .run(query_id='orders.totals', url='${location.origin}'))`);
+  }
+  return table({ columns: SDK_COLUMNS, rows: queries, rowKey: (q) => q.name });
+}
+
 function statsView(t) {
   return [
     stat("Streams", num(t.streams), `${num(t.partitionedStreams)} partitioned`),
@@ -157,9 +188,10 @@ export async function mount(view) {
   const stats = h("div.stats#stream-stats", { "aria-label": "Stream totals" });
   const detailBox = h("div.detail-box");
   const list = panel("All streams", { flush: true, id: "streams" });
+  const sdk = panel("SDK queries", { flush: true, id: "sdk-queries" });
   fill(view.el, h("div.page-head", h("h1", "Streams"),
     h("p", "Windowed consumption over queues: each consumer group gets every window of each key once, in order.")),
-  stats, detailBox, h("div.gap", list.el));
+  stats, detailBox, h("div.gap", list.el), h("div.gap", sdk.el));
 
   function open(name) {
     selected = name;
@@ -177,6 +209,7 @@ export async function mount(view) {
           columns: COLUMNS, rows: streams, rowKey: (s) => s.name, selected, onRow: (s) => open(s.name),
         });
       }, "the streams"),
+      load(sdk.body, async () => sdkQueries((await get("/streams/v1/queries")).queries), "the SDK queries"),
       selected
         ? load(detailBox, () => detail(selected, () => open("")), `stream ${selected}`)
         : fill(detailBox),
