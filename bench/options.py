@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) take a minute or more each.
+# (k) and (l) (streams) take a minute or more each, (m) needs the official client (the
+# streaming SDK, a test extra).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -54,6 +55,10 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
+    sdk_messages: int = 20_000  # (m): source messages through the SDK's pipeline (and raw)
+    sdk_partitions: int = 10  # (m): source partitions
+    sdk_batch: int = 200  # (m): the SDK's pop batch (its default)
+    sdk_pop_partitions: int = 4  # (m): partitions per pop (the SDK's default)
 
 
 FULL = Sizes()
@@ -74,6 +79,7 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    sdk_messages=4_000,
 )
 
 
@@ -163,9 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l (default: all but i, which starts a second"
-        " server, j, which fills the database with a week of analytics, and the streams"
-        " scenarios k and l)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m (default: all but i, which starts a"
+        " second server, j, which fills the database with a week of analytics, the streams"
+        " scenarios k and l, and m, the streaming SDK)",
     )
     p.add_argument(
         "--ceilings",
