@@ -12,6 +12,7 @@ from queen_threads.errors import ValidationError
 
 MAX_HASH = 255
 MAX_KEY = 10_000
+MAX_KEY_BYTES = 2048  # a state key is in the state's primary key (a btree entry is < 2.7 kB)
 STATE_OPS = ("upsert", "delete")
 # The top-level fields each route reads; any other is ignored and reported (http/ignored.py).
 REGISTER_KEYS = frozenset({"name", "source_queue", "sink_queue", "config_hash", "reset"})
@@ -65,6 +66,8 @@ def state_op(op: Any, index: int) -> dict[str, Any]:
     key = v.optional_str(op.get("key"), f"state_ops[{index}].key", MAX_KEY)
     if key is None:
         raise ValidationError(f"state_ops[{index}].key is required (a string)")
+    if len(key.encode()) > MAX_KEY_BYTES:
+        raise ValidationError(f"state_ops[{index}].key is too long (max {MAX_KEY_BYTES} bytes)")
     if kind == "delete":
         return {"type": kind, "key": key}
     if "value" not in op:

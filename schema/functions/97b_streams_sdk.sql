@@ -216,7 +216,10 @@ BEGIN
         END IF;
         SELECT m.id INTO v_mid FROM queen.messages m
          WHERE m.partition_id = v_pid AND m.transaction_id = v_ack ->> 'transactionId';
-        IF v_mid IS NULL OR array_position(v_pc.batch_ids, v_mid) IS NULL THEN
+        -- Delivered under this lease and not acked yet: a retried cycle whose first
+        -- attempt committed (its answer lost) finds its message acked, and changes nothing.
+        IF v_mid IS NULL OR array_position(v_pc.batch_ids, v_mid) IS NULL
+           OR v_mid = ANY (coalesce(v_pc.acked_ids, '{}')) THEN
             RETURN jsonb_build_object('success', false, 'code', 'conflict',
                 'error', format('Message %s was not delivered under this lease',
                                 v_ack ->> 'transactionId'));

@@ -234,6 +234,26 @@ def test_a_cycle_under_a_lease_that_is_not_the_callers_changes_nothing(sdk: Sdk)
     sdk.refused(sdk.cycle(qid, [*again[:-1], stranger]), 409, sdk.snapshot())
 
 
+def test_a_cycle_naming_a_message_acked_already_is_refused(sdk: Sdk) -> None:
+    """E.g. the retry of a gate's partial cycle whose head was acked out of delivery order:
+    the lease is still live, but that message is done."""
+    qid = sdk.query_id()
+    sdk.push(3)
+    msgs = sdk.pop()
+    middle = msgs[1]
+    ack = {
+        "transactionId": middle["transactionId"],
+        "partitionId": middle["partitionId"],
+        "leaseId": middle["leaseId"],
+        "consumerGroup": sdk.group,
+        "status": "completed",
+    }
+    res = sdk.http.post("/api/v1/ack", json=ack)
+    assert res.status_code == 200 and "already_acked" not in res.text, res.text
+    before = sdk.snapshot()
+    sdk.refused(sdk.cycle(qid, msgs[:2], release_lease=False), 409, before)
+
+
 def test_a_delete_of_state_that_is_gone_refuses_the_whole_cycle(sdk: Sdk) -> None:
     """The window was emitted by someone else since the caller read it (e.g. a flush)."""
     qid = sdk.query_id()
@@ -294,6 +314,7 @@ def test_a_partial_ack_keeps_the_lease_only_when_asked(sdk: Sdk, release: bool) 
         {"state_ops": [{"type": "merge", "key": "k", "value": 1}]},
         {"state_ops": [{"type": "upsert", "key": "k"}]},
         {"state_ops": [{"type": "delete"}]},
+        {"state_ops": [{"type": "upsert", "key": "é" * 1025, "value": 1}]},
         {"push_items": [{"payload": {}}]},
         {"ack": "yes"},
         {"ack": {"transactionId": "t", "leaseId": "not-a-uuid"}},
