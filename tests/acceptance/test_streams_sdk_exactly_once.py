@@ -3,9 +3,10 @@
 A tumbling-window sum (1 s windows of event time) over 20,000 messages in 20 partitions of
 one source queue, computed by an SDK worker in a process of its own
 (tests/support/sdk_worker.py). Mid-run the worker is SIGKILLed twice and started again, and
-once every worker process of the server is SIGKILLed (gunicorn starts new ones): a cycle may
-be cut off before its commit (rolled back, redelivered when its lease ends), or after it
-(the client retries it, and the server refuses the retry: its lease is gone). In the end
+once every worker process of the server is SIGKILLed (gunicorn starts new ones; the SDK
+worker goes on): a cycle may be cut off before its commit (rolled back, redelivered when its
+lease ends), or after it (the client retries it, and the server refuses the retry: its lease
+is gone). The same pipeline also runs once with the 2.6.0 client. In the end
 every window's sum in the sink equals the sum computed from the source, and each window was
 emitted exactly once.
 
@@ -30,6 +31,7 @@ import httpx
 import pytest
 
 from tests.acceptance.sdk_support import sql
+from tests.client26.run import LIB, ensure_installed
 from tests.support.server import ROOT, ServerProcess
 
 PARTITIONS = 20
@@ -51,10 +53,10 @@ def event_ms(i: int) -> int:
     return BASE + (CLOSER_MS if i == PER_PARTITION - 1 else i * STEP_MS)
 
 
-def expected_windows() -> dict[tuple[str, int], tuple[int, int]]:
+def expected_windows(partitions: int) -> dict[tuple[str, int], tuple[int, int]]:
     """(partition, window start) -> (sum, count) of every window the closers close."""
     out: dict[tuple[str, int], tuple[int, int]] = {}
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         for i in range(PER_PARTITION - 1):
             start = event_ms(i) // WINDOW_MS * WINDOW_MS
             s, c = out.get((f"p{p}", start), (0, 0))
@@ -91,7 +93,7 @@ def eo_server(migrated_dsn: str) -> Iterator[ServerProcess]:
 class Worker:
     """The SDK worker subprocess: started, killed, started again."""
 
-    def __init__(self, url: str, source: str, sink: str, query: str, log: Path) -> None:
+    def __init__(self, url: str, source: str, sink: str, query: str, log: Path, **env: str) -> None:
         self.args = [
             sys.executable,
             "-m",
@@ -104,11 +106,14 @@ class Worker:
             "4",
         ]
         self.log = log
+        self.env = {**os.environ, **env}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         out = self.log.open("ab")
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            self.args, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+        )
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -149,29 +154,58 @@ def wait_for(what: str, ready: Callable[[], bool], deadline: float) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.slow
-def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
-    eo_server: ServerProcess, migrated_dsn: str, tmp_path: Path
-) -> None:
-    source, sink, query = "eo-src", "eo-sink", "eo.sum"
-    url = eo_server.url
+def fill_source(url: str, source: str, partitions: int) -> None:
     res = httpx.post(
         f"{url}/api/v1/configure", json={"queue": source, "options": {"leaseTime": LEASE_S}}
     )
     assert res.status_code == 200, res.text
-    for p in range(PARTITIONS):
+    for p in range(partitions):
         payloads = [{"v": value(p, i), "ts": event_ms(i)} for i in range(PER_PARTITION)]
         items = [{"queue": source, "partition": f"p{p}", "payload": d} for d in payloads]
         res = httpx.post(f"{url}/api/v1/push", json={"items": items}, timeout=30)
         assert res.status_code == 201, res.text
 
+
+def kill_server_workers(server: ServerProcess) -> None:
+    """SIGKILL every gunicorn worker: in-flight requests are cut off, the master starts new
+    workers on the same listening socket."""
+    assert server.proc is not None
+    workers = children(server.proc.pid)
+    assert workers
+    for pid in workers:
+        os.kill(pid, signal.SIGKILL)
+
+
+def check_exactly_once(dsn: str, source: str, sink: str, query: str, partitions: int) -> None:
+    """Each closed window in the sink once, with the source's sum and count; each
+    partition's closer the one open window left, alone in it."""
+    names = partition_names(dsn, source)
+    outputs = [r[0] for r in sql(dsn, QUEUE_PAYLOADS, sink)]
+    emitted = Counter((names[o["key"]], o["windowStart"]) for o in outputs)
+    assert [w for w, n in emitted.items() if n > 1] == [], "windows emitted more than once"
+    got = {(names[o["key"]], o["windowStart"]): (o["sum"], o["count"]) for o in outputs}
+    assert got == expected_windows(partitions)
+    open_rows: list[Any] = sql(dsn, OPEN_WINDOWS, query)
+    assert len(open_rows) == partitions
+    assert all(r[0]["acc"]["count"] == 1 for r in open_rows)
+    closers = sum(value(p, PER_PARTITION - 1) for p in range(partitions))
+    assert sum(r[0]["acc"]["sum"] for r in open_rows) == closers
+
+
+@pytest.mark.slow
+def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
+    eo_server: ServerProcess, migrated_dsn: str, tmp_path: Path
+) -> None:
+    source, sink, query = "eo-src", "eo-sink", "eo.sum"
+    fill_source(eo_server.url, source, PARTITIONS)
     deadline = time.monotonic() + DEADLINE_S
-    worker = Worker(url, source, sink, query, tmp_path / "worker.log")
+    worker = Worker(eo_server.url, source, sink, query, tmp_path / "worker.log")
     seen_at_faults: list[int] = []
     try:
-        # Two SIGKILLs of the SDK worker, then one of every server worker, mid-run.
+        worker.start()
+        # Two SIGKILLs of the SDK worker, then one of every server worker, mid-run (the SDK
+        # worker goes on through that one: its client retries what was cut off).
         for fault, share in (("sdk", 0.2), ("sdk", 0.45), ("server", 0.7)):
-            worker.start()
             wait_for(
                 f"{share:.0%} consumed",
                 lambda s=share: progress(migrated_dsn, query)[0] >= s * TOTAL,
@@ -180,31 +214,38 @@ def test_tumbling_sum_is_exactly_once_through_sdk_and_server_kills(
             seen_at_faults.append(progress(migrated_dsn, query)[0])
             if fault == "sdk":
                 worker.kill()
-                continue
-            assert eo_server.proc is not None
-            workers = children(eo_server.proc.pid)
-            assert workers
-            for pid in workers:
-                os.kill(pid, signal.SIGKILL)
-            worker.kill()  # its in-flight requests were cut off: start it once more, too
-        worker.start()
+                worker.start()
+            else:
+                kill_server_workers(eo_server)
         wait_for(
             "every message consumed", lambda: progress(migrated_dsn, query)[0] >= TOTAL, deadline
         )
     finally:
         worker.kill()
-
     assert all(0 < n < TOTAL for n in seen_at_faults), seen_at_faults
-    names = partition_names(migrated_dsn, source)
-    outputs = [r[0] for r in sql(migrated_dsn, QUEUE_PAYLOADS, sink)]
-    emitted = Counter((names[o["key"]], o["windowStart"]) for o in outputs)
-    assert [w for w, n in emitted.items() if n > 1] == [], "windows emitted more than once"
-    got = {(names[o["key"]], o["windowStart"]): (o["sum"], o["count"]) for o in outputs}
-    assert got == expected_windows()
-    # Each partition's closer is the one open window left, alone in it.
-    open_rows: list[Any] = sql(migrated_dsn, OPEN_WINDOWS, query)
-    assert len(open_rows) == PARTITIONS
-    assert all(r[0]["acc"]["count"] == 1 for r in open_rows)
-    assert sum(r[0]["acc"]["sum"] for r in open_rows) == sum(
-        value(p, PER_PARTITION - 1) for p in range(PARTITIONS)
+    check_exactly_once(migrated_dsn, source, sink, query, PARTITIONS)
+
+
+def test_the_2_6_0_clients_sdk_computes_the_same_windows(
+    eo_server: ServerProcess, migrated_dsn: str, tmp_path: Path
+) -> None:
+    """The same worker with queen-mq 2.6.0 (its runtime sends the same bodies), 4
+    partitions, no faults."""
+    ensure_installed()
+    source, sink, query, partitions = "eo26-src", "eo26-sink", "eo26.sum", 4
+    fill_source(eo_server.url, source, partitions)
+    total = partitions * PER_PARTITION
+    worker = Worker(
+        eo_server.url, source, sink, query, tmp_path / "worker26.log", PYTHONPATH=str(LIB)
     )
+    try:
+        worker.start()
+        wait_for(
+            "every message consumed",
+            lambda: progress(migrated_dsn, query)[0] >= total,
+            time.monotonic() + DEADLINE_S,
+        )
+    finally:
+        worker.kill()
+    assert "queen-mq 2.6.0" in worker.log.read_text()
+    check_exactly_once(migrated_dsn, source, sink, query, partitions)

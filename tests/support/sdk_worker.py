@@ -5,13 +5,15 @@ output labelled with its key (the partition id) and window start.
 
     python -m tests.support.sdk_worker URL SOURCE SINK QUERY [BATCH] [PARTITIONS]
 
-Runs until it is killed. Prints `ready` once the query is registered and its loop runs.
+Runs until it is killed. Prints `ready` and the client's version once the query is
+registered and its loop runs.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from importlib.metadata import version
 from typing import Any
 
 from queen import Queen, Stream
@@ -37,7 +39,7 @@ async def main(url: str, source: str, sink: str, query: str, batch: int, parts: 
         max_wait_millis=500,
         on_error=lambda err, ctx: print("error", ctx.get("phase"), err, flush=True),
     )
-    print("ready", flush=True)
+    print(f"ready: queen-mq {version('queen-mq')}", flush=True)
     stop = asyncio.Event()
     try:
         await stop.wait()
