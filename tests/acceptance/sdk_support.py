@@ -66,6 +66,7 @@ async def running(
     """Run `stream` as query `query` while `body()` runs; stop it afterwards. A cycle the
     runner reports as failed fails the test (none is expected without faults)."""
     errors: list[str] = []
+    opts.setdefault("max_wait_millis", 200)  # its source long polls: stop() waits for one
     runner = await stream.run(
         query_id=query, url=url, on_error=lambda err, ctx: errors.append(f"{ctx}: {err}"), **opts
     )

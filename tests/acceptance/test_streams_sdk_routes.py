@@ -417,12 +417,18 @@ def test_queries_are_listed_with_state_size_and_lag_and_deleted_with_their_state
     assert missing.status_code == 404 and missing.json()["success"] is False
 
 
-def test_deleting_the_source_queue_deletes_its_state(sdk: Sdk) -> None:
+def test_deleting_a_source_partition_or_queue_deletes_its_state(sdk: Sdk) -> None:
     qid = sdk.query_id()
-    sdk.push(1)
-    msgs = sdk.pop()
-    assert sdk.cycle(qid, msgs).status_code == 200
-    assert sdk.snapshot()["state"]
+    for partition in ("p1", "p2"):
+        sdk.push(1, partition=partition)
+        msgs = sdk.pop()
+        assert sdk.cycle(qid, msgs).status_code == 200
+    kept = sdk.snapshot()["state"]
+    assert len(kept) == 2
+    # A partition goes (what partition cleanup does): its state goes with it.
+    gone = kept[0][0]
+    sql(sdk.dsn, "DELETE FROM queen.partitions WHERE id = %s", gone)
+    assert [row[0] for row in sdk.snapshot()["state"]] == [kept[1][0]]
     res = sdk.http.delete(f"/api/v1/resources/queues/{sdk.source}")
     assert res.status_code == 200, res.text
     assert sdk.snapshot()["state"] == [] and sdk.snapshot()["shards"] == []
