@@ -29,6 +29,7 @@ from queen_threads.metrics import (
     MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
+    MeteredStreamsSdk,
     MeteredStreamStore,
     ObservedRequestStats,
     ProcessIdentity,
@@ -47,7 +48,6 @@ from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.streams import Streams
 from queen_threads.settings import Settings
-from queen_threads.streams_sdk import StreamsSdk
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
@@ -129,7 +129,7 @@ class Runtime:
             cover,
         )
         # The official clients' streaming SDK: its cycles push and ack like transactions.
-        self.streams_sdk = StreamsSdk(self.db, self.store, self.queues)
+        self.streams_sdk = MeteredStreamsSdk(self.db, self.store, self.queues)
         self.interest.watch(self.polling.registry.waiting_selectors)
         self.interest.watch(self.streams.registry.waiting_selectors)
         self.queues.sinks.append(lambda event: self.streams.on_event(event, "push"))

@@ -179,6 +179,13 @@ class PromMetrics:
             "the window), released (success=false: the window is given back).",
             ["stream", "outcome"],
         )
+        self.sdk_cycles = Counter(
+            "queen_sdk_cycles_total",
+            "Cycles of the streaming SDK (/streams/v1/cycle) by outcome: committed, or "
+            "refused (409: a lease that is not the caller's, state changed since it was "
+            "read, a full sink; nothing written).",
+            ["outcome"],
+        )
         self.poll_wakeups = Counter(
             "queen_poll_worker_wakeups_total", "Poll-worker wake-ups by source.", ["source"]
         )

@@ -22,6 +22,7 @@ from queen_threads.auth import Authenticator
 from queen_threads.background.exclusive import RunOutcome
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
+from queen_threads.errors import Conflict
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.minutes import QueueMinutes
@@ -30,6 +31,7 @@ from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.stream_store import StreamStore
 from queen_threads.settings import Settings
+from queen_threads.streams_sdk import StreamsSdk
 
 Labels = TypeVar("Labels", bound=tuple[str, ...])
 
@@ -198,6 +200,19 @@ class MeteredStreamStore(StreamStore):
         if not result.get("error"):
             outcome = "success" if result.get("success") else "released"
             prom().stream_acked.labels(str(result.get("stream") or ""), outcome).inc()
+        return result
+
+
+class MeteredStreamsSdk(StreamsSdk):
+    """StreamsSdk counting its cycles, committed or refused (queen_sdk_cycles_total)."""
+
+    def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            result = super().cycle(body)
+        except Conflict:
+            prom().sdk_cycles.labels("refused").inc()
+            raise
+        prom().sdk_cycles.labels("committed").inc()
         return result
 
 

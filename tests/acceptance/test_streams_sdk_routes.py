@@ -76,6 +76,14 @@ class Sdk:
         }
         return self.post("/cycle", {**body, **fields})
 
+    def cycles_counted(self, outcome: str) -> float:
+        """queen_sdk_cycles_total{outcome} summed over the server's processes."""
+        text = self.http.get("/metrics/prometheus").text
+        prefix = f'queen_sdk_cycles_total{{outcome="{outcome}"}} '
+        return sum(
+            float(line[len(prefix) :]) for line in text.splitlines() if line.startswith(prefix)
+        )
+
     def snapshot(self) -> dict[str, Any]:
         """Everything a cycle may change: state, shards, the source cursor and lease, the
         sink's messages."""
@@ -206,9 +214,12 @@ def test_a_retried_cycle_is_refused_because_its_lease_is_gone(sdk: Sdk) -> None:
     qid = sdk.query_id()
     sdk.push(2)
     msgs = sdk.pop()
+    committed, refused = sdk.cycles_counted("committed"), sdk.cycles_counted("refused")
     assert sdk.cycle(qid, msgs).status_code == 200
     before = sdk.snapshot()
     assert "lease" in sdk.refused(sdk.cycle(qid, msgs), 409, before).lower()
+    assert sdk.cycles_counted("committed") == committed + 1
+    assert sdk.cycles_counted("refused") == refused + 1
 
 
 def test_a_cycle_under_a_lease_that_is_not_the_callers_changes_nothing(sdk: Sdk) -> None:
