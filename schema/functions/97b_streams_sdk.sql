@@ -194,7 +194,7 @@ BEGIN
         RETURN jsonb_build_object('success', false, 'code', 'not_found',
                                   'error', format('Query not found: %s', p ->> 'queryId'));
     END IF;
-    SELECT q.name AS queue, pt.name AS partition INTO v_place
+    SELECT q.name AS queue, pt.name AS partition, q.namespace, q.task INTO v_place
       FROM queen.partitions pt JOIN queen.queues q ON q.id = pt.queue_id
      WHERE pt.id = v_pid;
     IF NOT FOUND THEN
@@ -252,7 +252,8 @@ BEGIN
                                 WHERE (r ->> 'leaseReleased')::boolean);
             IF NOT v_freed AND coalesce(queen._jbool(p -> 'releaseLease', true), true) THEN
                 UPDATE queen.partition_consumers
-                   SET lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
+                   SET last_lease_id = lease_id,
+                       lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                        batch_ids = NULL, acked_ids = NULL
                  WHERE partition_id = v_pid AND consumer_group = v_group
                    AND lease_id = v_pc.lease_id;
@@ -260,7 +261,8 @@ BEGIN
                 IF v_freed THEN
                     PERFORM queen._wake(jsonb_build_object(
                         'kind', 'free', 'queue', v_place.queue, 'partition', v_place.partition,
-                        'consumerGroup', v_group));
+                        'consumerGroup', v_group, 'namespace', v_place.namespace,
+                        'task', v_place.task));
                 END IF;
             END IF;
             v_ack_res := jsonb_build_object(
