@@ -6,8 +6,10 @@ database around it to prove that it changed nothing (state, sink, source cursor,
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -263,6 +265,59 @@ def test_a_cycle_naming_a_message_acked_already_is_refused(sdk: Sdk) -> None:
     assert res.status_code == 200 and "already_acked" not in res.text, res.text
     before = sdk.snapshot()
     sdk.refused(sdk.cycle(qid, msgs[:2], release_lease=False), 409, before)
+
+
+def race(sdk: Sdk, body: dict[str, Any]) -> list[int]:
+    """Send `body` to /streams/v1/cycle twice at the same moment (two connections); the
+    two statuses, sorted."""
+    barrier = threading.Barrier(2)
+    url = f"{sdk.http.base_url}{V1}/cycle"
+
+    def send(_: int) -> int:
+        barrier.wait()
+        return httpx.post(url, json=body, timeout=10).status_code
+
+    with ThreadPoolExecutor(2) as pool:
+        return sorted(pool.map(send, range(2)))
+
+
+def test_the_same_cycle_sent_twice_at_once_commits_once(sdk: Sdk) -> None:
+    """A retry overtaking its original (or a duplicating proxy): the partition's row lock
+    lets one in; the other finds the lease gone."""
+    qid = sdk.query_id()
+    sdk.push(2)
+    msgs = sdk.pop()
+    last = msgs[-1]
+    body = {
+        "query_id": qid,
+        "partition_id": last["partitionId"],
+        "consumer_group": sdk.group,
+        "state_ops": [{"type": "upsert", "key": "w", "value": {"acc": 2}}],
+        "push_items": [{"queue": sdk.sink, "partition": "p1", "payload": {"n": 2}}],
+        "ack": {"transactionId": last["transactionId"], "leaseId": last["leaseId"]},
+    }
+    assert race(sdk, body) == [200, 409]
+    after = sdk.snapshot()
+    assert len(after["sink"]) == 1 and len(after["state"]) == 1
+
+
+def test_two_flushes_of_one_window_at_once_emit_it_once(sdk: Sdk) -> None:
+    """Ack-less cycles race on the state row: the second finds the window deleted."""
+    qid = sdk.query_id()
+    sdk.push(1)
+    msgs = sdk.pop()
+    window = [{"type": "upsert", "key": "w", "value": {"acc": 1, "windowEnd": 1}}]
+    assert sdk.cycle(qid, msgs, state_ops=window, push_items=[]).status_code == 200
+    flush = {
+        "query_id": qid,
+        "partition_id": msgs[0]["partitionId"],
+        "state_ops": [{"type": "delete", "key": "w"}],
+        "push_items": [{"queue": sdk.sink, "partition": "p1", "payload": {"acc": 1}}],
+        "ack": None,
+    }
+    assert race(sdk, flush) == [200, 409]
+    after = sdk.snapshot()
+    assert len(after["sink"]) == 1 and after["state"] == []
 
 
 def test_a_delete_of_state_that_is_gone_refuses_the_whole_cycle(sdk: Sdk) -> None:
