@@ -15,10 +15,11 @@ import httpx
 import psycopg2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from queen import Queen
+from queen import Queen, Stream
 
 from queen_threads.embedded import free_port
 from tests.acceptance.conftest import open_client
+from tests.acceptance.sdk_support import drain, running
 from tests.acceptance.test_long_poll import Waiter, wait_registered
 from tests.conftest import database_from_template
 from tests.support.server import ServerProcess
@@ -390,3 +391,63 @@ def test_enabled_without_a_usable_key_does_not_start(
     assert srv.proc is not None
     assert srv.proc.wait(30) != 0
     assert message in srv.logs()
+
+
+# -- the streaming SDK under JWT ---------------------------------------------------------------
+def test_the_streaming_sdk_runs_with_a_bearer_token_and_cycles_need_read_write(
+    srv: ServerProcess, dsn: str, http: httpx.Client
+) -> None:
+    """The SDK's own HTTP client sends the token; its sink pushes carry the token's sub as
+    producerSub; a read-only token may read a query's state but not commit a cycle."""
+    src, sink, query = qname(), qname(), f"auth-sdk-{uuid.uuid4().hex[:8]}"
+    writer = token(sub="stream-app")
+    rows = [{"v": 2, "ts": 100}, {"v": 3, "ts": 200}, {"v": 0, "ts": 5000}]
+
+    async def body() -> list[Any]:
+        async with open_client(srv.url, bearer_token=writer) as client:
+            await client.queue(src).partition("p1").push([{"data": r} for r in rows])
+            stream = (
+                Stream.from_(client.queue(src))
+                .window_tumbling(seconds=1, event_time=lambda m: m["data"]["ts"], idle_flush_ms=0)
+                .aggregate({"sum": lambda d: d["v"]})
+                .to(client.queue(sink))
+            )
+            return list(
+                await running(
+                    stream, query, srv.url, lambda: drain(client, sink, 1), bearer_token=writer
+                )
+            )
+
+    assert asyncio.run(asyncio.wait_for(body(), 30)) == [{"sum": 5}]
+    assert stored_producer_sub(dsn, sink) == ["stream-app"]
+    listed = http.get("/streams/v1/queries", headers=bearer(token("read-only"))).json()
+    [mine] = [q for q in listed["queries"] if q["name"] == query]
+    pids = [p for (p,) in _partition_ids(dsn, src)]
+    reader = bearer(token("read-only"))
+    state = http.post(
+        "/streams/v1/state/get",
+        headers=reader,
+        json={"query_id": mine["queryId"], "partition_id": pids[0]},
+    )
+    assert state.status_code == 200 and state.json()["success"] is True
+    cycle = http.post(
+        "/streams/v1/cycle",
+        headers=reader,
+        json={"query_id": mine["queryId"], "partition_id": pids[0]},
+    )
+    assert (cycle.status_code, cycle.json()) == (
+        403,
+        {"success": False, "error": "Insufficient permissions"},
+    )
+
+
+def _partition_ids(dsn: str, queue: str) -> list[tuple[str]]:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT p.id::text FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id"
+            " WHERE q.name = %s",
+            (queue,),
+        )
+        rows = [(str(r[0]),) for r in cur.fetchall()]
+    conn.close()
+    return rows
