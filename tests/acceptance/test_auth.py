@@ -19,10 +19,10 @@ from queen import Queen, Stream
 
 from queen_threads.embedded import free_port
 from tests.acceptance.conftest import open_client
-from tests.acceptance.sdk_support import drain, running
 from tests.acceptance.test_long_poll import Waiter, wait_registered
 from tests.conftest import database_from_template
 from tests.support.server import ServerProcess
+from tests.support.streams_sdk import drain, running
 from tests.support.tokens import (
     SECRET,
     JwksServer,

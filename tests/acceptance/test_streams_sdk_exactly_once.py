@@ -30,9 +30,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.sdk_support import sql
 from tests.client26.run import LIB, ensure_installed
 from tests.support.server import ROOT, ServerProcess
+from tests.support.streams_sdk import sql
 
 PARTITIONS = 20
 PER_PARTITION = 1_000

@@ -14,8 +14,8 @@ from queen import Queen, Stream
 from queen.streams.runtime.register import StreamsConfigHashMismatch
 
 from tests.acceptance.conftest import ClientRun
-from tests.acceptance.sdk_support import drain, nothing_more, running, sql, state_keys
 from tests.support.server import ServerProcess
+from tests.support.streams_sdk import drain, nothing_more, running, sql, state_keys
 
 BASE = 1_700_000_040_000
 

@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.acceptance.sdk_support import sql
 from tests.support.server import ServerProcess
+from tests.support.streams_sdk import sql
 
 V1 = "/streams/v1"
 

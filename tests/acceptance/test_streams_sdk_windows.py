@@ -11,8 +11,8 @@ from typing import Any
 from queen import Queen, Stream
 
 from tests.acceptance.conftest import ClientRun
-from tests.acceptance.sdk_support import drain, nothing_more, running, state_keys
 from tests.support.server import ServerProcess
+from tests.support.streams_sdk import drain, nothing_more, running, state_keys
 
 BASE = 1_700_000_040_000  # event times (ms), on a minute boundary
 
