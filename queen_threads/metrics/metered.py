@@ -154,8 +154,10 @@ class MeteredQueueStore(QueueStore):
         )
         return results
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = super().transaction(operations)
+    def transaction(
+        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        result = super().transaction(operations, riders)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []
@@ -308,3 +310,12 @@ def observe_service(service: str, outcome: RunOutcome) -> None:
             metrics.cleanup_deleted.labels(kind).inc(int(step["deleted"]))
     if result.get("partitionsDeleted"):
         metrics.partitions_deleted.inc(int(result["partitionsDeleted"]))
+    if result.get("kvExpired"):
+        metrics.kv_expired.inc(int(result["kvExpired"]))
+
+
+def count_lock_acquires(counts: dict[str, int]) -> None:
+    """Observer of the locks calls (kv/store.py): acquires by outcome."""
+    metrics = prom()
+    for outcome, n in counts.items():
+        metrics.lock_acquires.labels(outcome).inc(int(n))
