@@ -32,12 +32,27 @@ class Metrics:
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
             "buffer": _buffer(rt),
-            "background": {**rt.operations.stats(), "metrics": rt.metrics_service.stats()},
+            "background": {
+                **rt.operations.stats(),
+                "metrics": rt.metrics_service.stats(),
+                "kvSweep": rt.kv_sweeper.stats(),
+            },
+            "kv": _kv(rt),
             "analytics": rt.collector.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }
         media(resp, body)
+
+
+def _kv(rt: Runtime) -> dict[str, object]:
+    """Keys, expired rows (swept and waiting) and live permits of the database; this
+    process's lock acquires by outcome."""
+    try:
+        database: dict[str, object] = rt.kv.stats()
+    except Exception as exc:  # a database outage must not break /metrics
+        database = {"error": str(exc)}
+    return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
 
 
 def _buffer(rt: Runtime) -> dict[str, object]:
