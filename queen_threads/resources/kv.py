@@ -21,6 +21,10 @@ from queen_threads.kv import lock_ops, ops
 from queen_threads.runtime import Runtime
 
 
+BATCH = ("operations",)  # the body fields the batch routes read (others are ignored)
+PUT = ("value", "ttlSeconds", "forever", "expect")
+
+
 def operations_of(body: dict[str, Any], bad: Callable[[str, str], Exception], code: str) -> Any:
     """The body's `operations` (a 400 of the surface's `code` when it has none)."""
     if "operations" not in body:
@@ -33,7 +37,7 @@ class KvBatch:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.runtime.settings.max_body_size, known=BATCH)
         batch = ops.operations(operations_of(body, ops.bad, "kv_bad_request"))
         media(resp, self.runtime.kv.batch(batch) if batch else {"results": []})
 
@@ -54,10 +58,8 @@ class KvKey:
         self._one(resp, {"op": "get", "ns": ns, "key": key})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, ns: str, key: str) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
-        fields: dict[str, Any] = {
-            k: body[k] for k in ("value", "ttlSeconds", "forever", "expect") if k in body
-        }
+        body = json_object(req, self.runtime.settings.max_body_size, known=PUT)
+        fields: dict[str, Any] = {k: body[k] for k in PUT if k in body}
         self._one(resp, {"op": "put", "ns": ns, "key": key, **fields})
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ns: str, key: str) -> None:
@@ -72,7 +74,7 @@ class Locks:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.runtime.settings.max_body_size, known=BATCH)
         batch = lock_ops.operations(operations_of(body, lock_ops.bad, "locks_bad_request"))
         media(resp, {"results": self.runtime.kv.locks(batch) if batch else []})
 
