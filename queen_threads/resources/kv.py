@@ -20,7 +20,6 @@ from queen_threads.http.request import int_param, json_object, media
 from queen_threads.kv import lock_ops, ops
 from queen_threads.runtime import Runtime
 
-
 BATCH = ("operations",)  # the body fields the batch routes read (others are ignored)
 PUT = ("value", "ttlSeconds", "forever", "expect")
 
