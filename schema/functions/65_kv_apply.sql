@@ -26,6 +26,11 @@ DECLARE
     v_ns     text;
     v_key    text;
     v_expect bigint;
+    -- [ns, key] of every key the call writes (a check of one locks it FOR UPDATE)
+    v_written jsonb := coalesce((SELECT jsonb_agg(jsonb_build_array(o ->> 'ns', o ->> 'key'))
+                                   FROM jsonb_array_elements(p_ops) o
+                                  WHERE o ->> 'op' IN ('put', 'putIfAbsent', 'delete', 'incr')),
+                                '[]'::jsonb);
     rec      record;
 BEGIN
     FOR rec IN
@@ -50,7 +55,8 @@ BEGIN
             WHEN 'putIfAbsent' THEN queen._kv_put(v_ns, v_key, rec.op -> 'value',
                                                   queen._kv_expiry(rec.op, v_now), 0, v_now, v_kind)
             WHEN 'delete' THEN queen._kv_delete(v_ns, v_key, v_expect, v_now)
-            WHEN 'check' THEN queen._kv_check(v_ns, v_key, v_expect, v_now)
+            WHEN 'check' THEN queen._kv_check(v_ns, v_key, v_expect, v_now,
+                v_written @> jsonb_build_array(jsonb_build_array(v_ns, v_key)))
             WHEN 'incr' THEN queen._kv_incr(v_ns, v_key, (rec.op ->> 'delta')::numeric,
                                             (rec.op ->> 'min')::numeric,
                                             (rec.op ->> 'max')::numeric,

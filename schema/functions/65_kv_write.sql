@@ -87,14 +87,20 @@ $$;
 -- check: is the key at version `expect` (0: not there)? Writes nothing. The row is
 -- locked FOR SHARE, so inside a transaction the precondition holds until the commit: a
 -- lock's take-over or renew waits for a guarded bundle instead of slipping under it.
+-- FOR UPDATE when the same call also writes the key (p_exclusive): two calls that both
+-- held it shared and then both wanted to write it would deadlock.
 CREATE OR REPLACE FUNCTION queen._kv_check(p_ns text, p_key text, p_expect bigint,
-                                           p_now timestamptz)
+                                           p_now timestamptz, p_exclusive boolean)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     v_ver bigint;
     r     queen.kv;
 BEGIN
-    SELECT * INTO r FROM queen.kv WHERE namespace = p_ns AND key = p_key FOR SHARE;
+    IF p_exclusive THEN
+        SELECT * INTO r FROM queen.kv WHERE namespace = p_ns AND key = p_key FOR UPDATE;
+    ELSE
+        SELECT * INTO r FROM queen.kv WHERE namespace = p_ns AND key = p_key FOR SHARE;
+    END IF;
     v_ver := queen._kv_ver(r.version, r.expires_at, p_now);
     RETURN queen._kv_verdict('check', p_key, v_ver = p_expect,
                              CASE WHEN p_expect = 0 THEN 'exists'

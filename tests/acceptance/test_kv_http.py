@@ -78,6 +78,28 @@ def test_put_if_absent_has_one_winner_across_both_workers(
     assert len(pids) == 2, "the racing connections reached both worker processes"
 
 
+def test_a_check_and_a_write_of_one_key_in_racing_calls_do_not_deadlock(
+    kv_server: tuple[ServerProcess, str], ns: str
+) -> None:
+    """A check locks its row shared, unless its call also writes the key: then two racing
+    calls would each hold it shared and wait for the other to write."""
+    srv, dsn = kv_server
+    clients = [KvHttp(srv.url, dsn) for _ in range(8)]
+    first = clients[0].one(put(ns, "k", "first"))["version"]
+    try:
+        with ThreadPoolExecutor(len(clients)) as pool:
+            answers = list(pool.map(
+                lambda ic: ic[1].kv({"op": "check", "ns": ns, "key": "k", "expect": first},
+                                    put(ns, "k", ic[0])),
+                enumerate(clients),
+            ))  # fmt: skip
+    finally:
+        for c in clients:
+            c.close()
+    assert sum(a[0]["applied"] for a in answers) == 1, "one call saw the first version"
+    assert all(a[1]["applied"] for a in answers)
+
+
 def test_expect_fences_and_never_creates(kv: KvHttp, ns: str) -> None:
     absent = kv.one(put(ns, "k", 1, expect=42))
     assert (absent["applied"], absent["reason"], absent["version"]) == (False, "absent", 0)
