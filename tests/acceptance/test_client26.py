@@ -30,7 +30,7 @@ PENDING = {
     "test_transaction_lease_fencing.py": "issue 24: lease fencing in transactions",
     "test_timers.py": "issue 26: timers are not built yet",
     "test_reads.py": "issue 26: offset reads are not built yet",
-    "test_transaction_kv_timers.py": "issue 26: the timer rider of transactions (its kv cases pass)",
+    "test_transaction_kv_timers.py": "issue 26: the timer rider (its kv cases pass)",
 }
 
 _results: dict[str, list[Case]] = {}
