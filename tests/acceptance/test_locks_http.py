@@ -5,6 +5,7 @@ rise, permits that survive a restart, and refusals that change nothing."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
+import psycopg2
 import pytest
 
 from tests.conftest import database_from_template
@@ -104,6 +106,30 @@ def test_an_expired_lock_is_taken_over_and_the_old_holder_is_told(kv: KvHttp, na
         "kv_precondition", "version", {"owner": "next"}
     )  # fmt: skip
     assert _prometheus(kv, 'queen_lock_acquires_total{outcome="takeover"}') >= takeovers + 1
+
+
+def test_a_take_over_waits_for_a_guarded_bundle_in_flight(kv: KvHttp, name: str) -> None:
+    """A guard holds its permit's row until the bundle commits: a take-over that comes
+    when the lifetime ran out meanwhile waits for that commit instead of slipping under
+    it, so the bundle never commits after the next holder got the lock."""
+    old = kv.lock(acquire(name, "old", ttl=1))
+    conn = psycopg2.connect(kv.dsn)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(
+                "SELECT queen.transaction_kv_v1(%s::jsonb, 0)", (json.dumps([old["guard"]]),)
+            )
+            assert cur.fetchone()[0][0]["applied"] is True
+            time.sleep(1.2)  # the permit's lifetime runs out while the bundle is open
+            with ThreadPoolExecutor(1) as pool:
+                taking = pool.submit(kv.lock, acquire(name, "next"))
+                time.sleep(0.5)
+                assert not taking.done(), "the take-over did not wait for the guarded bundle"
+                conn.commit()
+                taken = taking.result(timeout=10)
+    finally:
+        conn.close()
+    assert taken["acquired"] and taken["token"] > old["token"]
 
 
 def test_a_semaphore_never_grants_more_than_its_limit_to_racing_clients(
