@@ -49,10 +49,12 @@ class Metrics:
 def _kv(rt: Runtime) -> dict[str, object]:
     """Keys, expired rows (swept and waiting) and live permits of the database; this
     process's lock acquires by outcome."""
-    try:
-        database: dict[str, object] = rt.kv.stats()
-    except Exception as exc:  # a database outage must not break /metrics
-        database = {"error": str(exc)}
+    database: dict[str, object] = {"error": "database unreachable"}
+    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
+        try:
+            database = rt.kv.stats()
+        except Exception as exc:  # nor does a failed read break it
+            database = {"error": str(exc)}
     return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
 
 
