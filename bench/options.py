@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) take a minute or more each.
+# (k) and (l) (streams) take a minute or more each; (m) key/value and locks.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -54,6 +54,9 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
+    kv_connections: int = 16  # (m): connections of the put/get and transaction windows
+    kv_keys: int = 1000  # (m): keys per connection the puts cycle over
+    lock_reps: int = 200  # (m): acquire + release round trips, one after another
 
 
 FULL = Sizes()
@@ -74,6 +77,7 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    lock_reps=50,
 )
 
 
@@ -163,9 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l (default: all but i, which starts a second"
-        " server, j, which fills the database with a week of analytics, and the streams"
-        " scenarios k and l)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m (default: all but i, which starts a second"
+        " server, j, which fills the database with a week of analytics, the streams"
+        " scenarios k and l, and m, key/value and locks)",
     )
     p.add_argument(
         "--ceilings",

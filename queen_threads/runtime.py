@@ -23,6 +23,7 @@ from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
+from queen_threads.kv import KvStore, kv_sweep_service
 from queen_threads.metrics import (
     AnalyticsCollector,
     Instruments,
@@ -37,6 +38,7 @@ from queen_threads.metrics import (
     Sampler,
     TimedDatabase,
     count_buffered,
+    count_lock_acquires,
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
@@ -185,6 +187,11 @@ class Runtime:
             settings, self.direct_dsn, owner, self.schema_ready, observe_service
         )
         self.analytics = AnalyticsStore(self.db)
+        # Key/value state and locks (kv/): their store and the sweeper of expired keys.
+        self.kv = KvStore(self.db, count_lock_acquires)
+        self.kv_sweeper = kv_sweep_service(
+            settings, self.direct_dsn, owner, self.schema_ready, observe_service
+        )
         self.instruments.bind(
             Sampler(
                 self.started_at,
@@ -213,6 +220,7 @@ class Runtime:
         self.buffer.start()
         self.operations.start()
         self.metrics_service.start()
+        self.kv_sweeper.start()
         self.collector.start()
         self.instruments.start()
 
@@ -295,6 +303,7 @@ class Runtime:
             self.notifier.stop()
             self.operations.stop()
             self.metrics_service.stop()
+            self.kv_sweeper.stop()
             self.instruments.stop()
 
     def stop(self) -> None:

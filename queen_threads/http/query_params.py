@@ -48,6 +48,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/ack/batch": {"POST": NONE},
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # key/value and locks
+    f"{API}/kv": {"POST": NONE},
+    f"{API}/kv/{{ns}}/{{key:path}}": {"GET": NONE, "PUT": NONE, "DELETE": frozenset({"expect"})},
+    f"{API}/locks": {"POST": NONE},
     # streams
     f"{API}/stream/define": {"POST": NONE},
     f"{API}/stream/poll": {"POST": NONE},

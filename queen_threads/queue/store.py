@@ -113,18 +113,17 @@ class QueueStore:
         return list(results)
 
     def transaction(
-        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Pushes and acks in one database transaction; an ack without a leaseId of its own
-        is fenced by the one lease of `required_leases` when it names exactly one."""
+        """Pushes and acks in one transaction, with the riders beside them (`kv`: the
+        validated key/value operations, applied first; see 50_transaction.sql)."""
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
         queues = self._encrypted_queues(pushed)
         sent = [
             {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
             for op in operations
         ]
-        body = {"operations": sent, "requiredLeases": required_leases or []}
-        return dict(self.db.call("execute_transaction", body))
+        return dict(self.db.call("execute_transaction", {"operations": sent, **(riders or {})}))
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them

@@ -2,7 +2,11 @@
 messages are stamped with the token's `sub` as producerSub, as on /push). Each ack is
 fenced by its lease (its own leaseId, or the one lease `requiredLeases` names): an ack
 under an expired or foreign lease rolls the whole bundle back. A transaction rolled back
-because a push item found its queue full answers 409 with `Retry-After`, as a push does."""
+because a push item found its queue full answers 409 with `Retry-After`, as a push does.
+
+The `kv` rider (docs/kv.md) carries key/value operations and lock guards into the same
+transaction; a lost `required` precondition rolls everything back and answers 200
+{success: false, reason: "kv_precondition", failedIndex, kvReason, version, value}."""
 
 from __future__ import annotations
 
@@ -13,8 +17,13 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
+from queen_threads.kv import ops as kv_ops
 from queen_threads.resources.push import retry_after_when_full
 from queen_threads.runtime import Runtime
+
+FIELDS = ("operations", "requiredLeases", "kv", "timers")
+UNSUPPORTED_RIDERS = frozenset({"timers"})  # never ignored: preconditions must not vanish
+MAX_REQUIRED_LEASES = 10_000
 
 
 def operation(op: Any, sub: str | None) -> dict[str, Any]:
@@ -29,11 +38,6 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
 
 
-FIELDS = ("operations", "requiredLeases", "kv", "timers")
-RIDERS = frozenset({"kv", "timers"})  # the 2.6.0 client's riders beside `operations`
-MAX_REQUIRED_LEASES = 10_000
-
-
 def required_leases(raw: Any) -> list[str]:
     """`requiredLeases`: the leases the bundle acks under (lease ids, strings)."""
     if raw is None:
@@ -46,6 +50,19 @@ def required_leases(raw: Any) -> list[str]:
     return [lease for lease in leases if lease]
 
 
+def riders(body: dict[str, Any]) -> dict[str, Any]:
+    """What the body carries beside its operations, validated: the leases its acks are
+    fenced by, and the riders (an empty or null one is no rider)."""
+    unsupported = sorted(name for name in UNSUPPORTED_RIDERS if body.get(name) is not None)
+    if unsupported:
+        raise v.ValidationError(
+            f"This server does not take {' or '.join(unsupported)} operations in transactions"
+        )
+    kv = body.get("kv")
+    extra: dict[str, Any] = {"requiredLeases": required_leases(body.get("requiredLeases"))}
+    return extra | ({"kv": kv_ops.operations(kv, in_transaction=True)} if kv else {})
+
+
 class Transaction:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -55,15 +72,11 @@ class Transaction:
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
-        if not raw:
+        extra = riders(body)
+        if not raw and "kv" not in extra:
             raise v.ValidationError("operations array cannot be empty")
-        riders = sorted(RIDERS & body.keys())
-        if riders:  # never ignored: a bundle without its preconditions must not commit
-            raise v.ValidationError(
-                f"This server does not take {' or '.join(riders)} operations in transactions"
-            )
-        leases = required_leases(body.get("requiredLeases"))
         sub = producer_sub(req)
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], leases)
+        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], extra)
         retry_after_when_full(resp, result.get("results") or [])
-        media(resp, result, 200 if result.get("success") else 409)
+        verdict = result.get("success") or result.get("reason") == "kv_precondition"
+        media(resp, result, 200 if verdict else 409)
