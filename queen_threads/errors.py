@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class QueenError(Exception):
-    """Root of every error queen-threads raises on purpose."""
+    """Root of every error queen-threads raises on purpose. `code`, when a class sets it,
+    is a stable machine-readable name answered beside the message (`{"error", "code"}`):
+    the 2.6.0 client branches on it, never on the prose."""
+
+    code: str | None = None
 
 
 class ConfigError(QueenError):
@@ -24,6 +28,12 @@ class UnknownQueryParameter(ValidationError):
         takes = ", ".join(sorted(allowed)) if allowed else "none"
         super().__init__(f"Unknown query {label}: {', '.join(names)} (this route takes: {takes})")
         self.names = names
+
+
+class TimerRequestInvalid(ValidationError):
+    """A malformed timer operation (answered 400 with code `timers_bad_request`)."""
+
+    code = "timers_bad_request"
 
 
 class AuthenticationFailed(QueenError):

@@ -1,4 +1,5 @@
-"""The one place where exceptions become HTTP errors: every body is {"error": "..."}."""
+"""The one place where exceptions become HTTP errors: every body is {"error": "..."}, plus
+a stable `code` for the errors whose class names one."""
 
 from __future__ import annotations
 
@@ -34,14 +35,14 @@ _STATUS: list[tuple[type[QueenError], int]] = [
 ]
 
 
-def error_body(message: str) -> bytes:
-    return orjson.dumps({"error": message})
+def error_body(message: str, code: str | None = None) -> bytes:
+    return orjson.dumps({"error": message} if code is None else {"error": message, "code": code})
 
 
-def _respond(resp: falcon.Response, status: int, message: str) -> None:
+def _respond(resp: falcon.Response, status: int, message: str, code: str | None = None) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(message)
+    resp.data = error_body(message, code)
 
 
 def handle_queen_error(
@@ -54,7 +55,7 @@ def handle_queen_error(
         resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
-    _respond(resp, status, str(ex) or type(ex).__name__)
+    _respond(resp, status, str(ex) or type(ex).__name__, ex.code)
 
 
 def handle_http_error(

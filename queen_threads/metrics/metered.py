@@ -154,8 +154,10 @@ class MeteredQueueStore(QueueStore):
         )
         return results
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = super().transaction(operations)
+    def transaction(
+        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        result = super().transaction(operations, timers)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []

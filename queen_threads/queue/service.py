@@ -83,8 +83,12 @@ class QueueService:
                 self._announce(event)
         return results
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = self.store.transaction(operations)
+    def transaction(
+        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Pushes, acks and the `timers` rider in one transaction; after a commit the pushes
+        wake their long polls."""
+        result = self.store.transaction(operations, timers)
         if result.get("success"):
             self._announce_pushed(
                 [(i["queue"], i["partition"]) for op in operations for i in op.get("items") or ()]

@@ -56,19 +56,20 @@ class QueueStore:
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
 
-    def _saw_wake_epoch(self, epoch: int) -> None:
+    def saw_wake_epoch(self, epoch: int) -> None:
+        """A write of the server returned this wake-interest epoch (wake/targets.py)."""
         with self._epoch_lock:
             if epoch > self.wake_epoch:
                 self.wake_epoch = epoch
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        sent = self._sealed(items, self._encrypted_queues(items))
+        sent = self._sealed(items, self.encrypted_queues(items))
         rows, epoch = self.db.call_and("push_messages", sent)
-        self._saw_wake_epoch(epoch)
+        self.saw_wake_epoch(epoch)
         return expand_push_results(items, rows)
 
-    def _encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
+    def encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
         """The queues of `items` whose payloads are stored encrypted (none without a key)."""
         if self.cipher is None or not items:
             return set()
@@ -84,7 +85,7 @@ class QueueStore:
         cipher = self.cipher
         return [
             {**item, "payload": cipher.encrypt(item["payload"]), "isEncrypted": True}
-            if item["queue"] in queues
+            if item["queue"] in queues and "payload" in item
             else item
             for item in items
         ]
@@ -109,17 +110,23 @@ class QueueStore:
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results, epoch = self.db.call_and("ack_messages", {"acks": acks})
-        self._saw_wake_epoch(epoch)
+        self.saw_wake_epoch(epoch)
         return list(results)
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+    def transaction(
+        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
+        """Pushes and acks, and the `timers` rider (timers/ops.py), all or nothing."""
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
-        queues = self._encrypted_queues(pushed)
+        queues = self.encrypted_queues(pushed + [t for t in timers or () if "payload" in t])
         sent = [
             {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
             for op in operations
         ]
-        return dict(self.db.call("execute_transaction", {"operations": sent}))
+        body: dict[str, Any] = {"operations": sent}
+        if timers:
+            body["timers"] = self._sealed(timers, queues)
+        return dict(self.db.call("execute_transaction", body))
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them

@@ -1,7 +1,8 @@
 """POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction (pushed
-messages are stamped with the token's `sub` as producerSub, as on /push). A transaction
-rolled back because a push item found its queue full answers 409 with `Retry-After`, as
-a push does."""
+messages are stamped with the token's `sub` as producerSub, as on /push), with the
+`timers` rider (timer schedules and cancels, docs/timers.md) in the same transaction. A
+transaction rolled back because a push item found its queue full answers 409 with
+`Retry-After`, as a push does."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.resources.push import retry_after_when_full
 from queen_threads.runtime import Runtime
+from queen_threads.timers import ops as timer_ops
 
 
 def operation(op: Any, sub: str | None) -> dict[str, Any]:
@@ -37,9 +39,14 @@ class Transaction:
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
-        if not raw:
-            raise v.ValidationError("operations array cannot be empty")
         sub = producer_sub(req)
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw])
+        timers = None
+        if body.get("timers") is not None:
+            timers = timer_ops.operations(body["timers"], sub, "timers")
+        if not raw and not timers:
+            raise v.ValidationError("operations array cannot be empty")
+        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], timers)
+        if result.get("success") and timers:
+            self.runtime.timers.scheduled(timers)
         retry_after_when_full(resp, result.get("results") or [])
         media(resp, result, 200 if result.get("success") else 409)

@@ -3,7 +3,10 @@
 -- operation and is reported as {success:false, error, results}.
 --
 -- Input:  {operations:[{type:"push", items:[...push items...]}
---                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}]}
+--                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}],
+--          timers?:[timer ops, see 98_timers.sql]}
+-- The `timers` rider runs after the operations (queen.transaction_timers_v1); its results
+-- follow theirs in the one flat results array. With a rider, operations may be empty.
 -- Output: {success, error|null, results:[
 --            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId,
 --             queueName, error and reason (as push: queue_full...) when it failed}
@@ -17,6 +20,7 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ops     jsonb := CASE WHEN jsonb_typeof(p) = 'array' THEN p ELSE p -> 'operations' END;
+    v_timers  jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'timers' END;
     v_results jsonb[] := '{}';
     v_op      jsonb;
     v_idx     integer;
@@ -30,7 +34,7 @@ BEGIN
         RETURN jsonb_build_object('success', false, 'error', 'operations array required',
                                   'results', '[]'::jsonb);
     END IF;
-    IF jsonb_array_length(v_ops) = 0 THEN
+    IF jsonb_array_length(v_ops) = 0 AND v_timers IS NULL THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array cannot be empty',
                                   'results', '[]'::jsonb);
     END IF;
@@ -89,6 +93,10 @@ BEGIN
                 RAISE EXCEPTION 'operation %: unknown operation type: %', v_idx, coalesce(v_type, 'null');
             END IF;
         END LOOP;
+        IF v_timers IS NOT NULL THEN
+            v_results := v_results || ARRAY(SELECT jsonb_array_elements(
+                             queen.transaction_timers_v1(v_timers, cardinality(v_results))));
+        END IF;
     EXCEPTION WHEN others THEN
         GET STACKED DIAGNOSTICS v_fail = MESSAGE_TEXT;
         RETURN jsonb_build_object('success', false, 'error', v_fail,
