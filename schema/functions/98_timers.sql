@@ -83,11 +83,11 @@ BEGIN
         v_part := coalesce(nullif(v_op ->> 'partition', ''), 'Default');
         INSERT INTO queen.timers AS t
                (queue_id, timer_key, partition_name, payload, is_encrypted, txn, message_id,
-                producer_sub, deliver_at, fire_at)
+                producer_sub, deliver_at, fire_at, created_at, updated_at)
         VALUES (v_qid, v_key, v_part, coalesce(v_op -> 'payload', 'null'::jsonb),
                 coalesce((v_op ->> 'isEncrypted')::boolean, false), v_op ->> 'txn',
                 nextval('queen.messages_id_seq'::regclass), nullif(v_op ->> 'producerSub', ''),
-                v_due, v_due)
+                v_due, v_due, v_now, v_now)
         ON CONFLICT (queue_id, timer_key) DO UPDATE
            SET partition_name = EXCLUDED.partition_name,
                payload = EXCLUDED.payload,

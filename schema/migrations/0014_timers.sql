@@ -33,7 +33,9 @@ CREATE TABLE queen.timers (
 );
 CREATE INDEX timers_fire_at_idx ON queen.timers (fire_at);
 
--- One row per fire: what was delivered, when it was due and when it fired (lateness).
+-- One row per fire: what was delivered, when it was due and when it fired. Its lateness is
+-- fired_at - greatest(deliver_at, scheduled_at): a timer scheduled in the past is due when
+-- it was scheduled.
 CREATE TABLE queen.timer_fires (
     id             BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     queue_name     TEXT NOT NULL,
@@ -44,6 +46,7 @@ CREATE TABLE queen.timer_fires (
     status         TEXT NOT NULL,  -- queued | duplicate (a message with its txn was there)
     attempts       INTEGER NOT NULL,
     deliver_at     TIMESTAMPTZ NOT NULL,
+    scheduled_at   TIMESTAMPTZ NOT NULL,  -- when the timer got this deliver_at
     fired_at       TIMESTAMPTZ NOT NULL
 );
 CREATE INDEX timer_fires_fired_at_idx ON queen.timer_fires (fired_at);

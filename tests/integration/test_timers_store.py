@@ -105,8 +105,8 @@ def test_the_fire_log_is_pruned_after_its_retention(
     with pg_conn.cursor() as cur:
         cur.execute(
             "INSERT INTO queen.timer_fires (queue_name, timer_key, partition_name, txn,"
-            " message_id, status, attempts, deliver_at, fired_at)"
-            " SELECT 'q', 'k' || n, 'Default', 't' || n, n, 'queued', 1, f, f"
+            " message_id, status, attempts, deliver_at, scheduled_at, fired_at)"
+            " SELECT 'q', 'k' || n, 'Default', 't' || n, n, 'queued', 1, f, f, f"
             " FROM generate_series(1, 5) n,"
             " LATERAL (SELECT now() - make_interval(hours => CASE WHEN n <= 3 THEN 3 ELSE 1"
             " END)) AS x(f)"
