@@ -9,6 +9,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads.errors import TimerRequestInvalid
+from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_body, media
 from queen_threads.runtime import Runtime
@@ -38,6 +39,7 @@ class Batch:
         body = json_body(req, self.runtime.settings.max_body_size)
         if not isinstance(body, dict):
             raise TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
+        ignored.note(req, "body", sorted(key for key in body if key != "operations"))
         clean = ops.operations(body.get("operations"), producer_sub(req))
         media(resp, {"results": self.runtime.timers.apply(clean)})
 
