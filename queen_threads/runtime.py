@@ -194,7 +194,8 @@ class Runtime:
             origin=origin,
             batch=settings.timers_fire_batch,
             max_sleep_s=settings.timers_max_sleep_ms / 1000,
-            ready=self.schema_ready,
+            # No fire while push maintenance routes pushes away from the database.
+            ready=lambda: self.schema_ready.is_set() and not self.maintenance.push_on,
         )
         self.timers_retention = ExclusiveService(
             self.direct_dsn,

@@ -12,7 +12,9 @@ A timer due in the past fires on the first cycle. Any number of processes fire a
 the fire claims its timers with FOR UPDATE SKIP LOCKED, so each timer is delivered by
 exactly one of them (schema/functions/98_timers_fire.sql).
 
-A failed call (database away) is logged and retried after `max_sleep_s`.
+A failed call (database away) is logged (a warning when its reason changes) and retried
+after `max_sleep_s`. While `ready()` is false (schema not migrated yet, push maintenance
+on) no timer fires; the firer looks again every `max_sleep_s`.
 """
 
 from __future__ import annotations
@@ -102,8 +104,9 @@ class Firer:
             answer = self.fire(self.batch)
         except Exception as exc:
             self.errors += 1
+            level = logging.DEBUG if str(exc) == self.last_error else logging.WARNING
             self.last_error = str(exc)
-            log.warning("timers: fire failed (retried in %.1f s): %s", self.max_sleep_s, exc)
+            log.log(level, "timers: fire failed (retried in %.1f s): %s", self.max_sleep_s, exc)
             return None
         self.fired += int(answer.get("fired") or 0)
         self.duplicates += int(answer.get("duplicates") or 0)

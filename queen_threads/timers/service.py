@@ -9,7 +9,6 @@ other processes through the wake notifier after the commit).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -32,13 +31,13 @@ class TimerService:
         origin: str,
         batch: int,
         max_sleep_s: float,
-        ready: threading.Event,
+        ready: Callable[[], bool],
     ) -> None:
         self.store = store
         self.announce_pushed = announce_pushed
         self.saw_wake_epoch = saw_wake_epoch
         self.firer = Firer(
-            store.fire, self._fired, batch=batch, max_sleep_s=max_sleep_s, ready=ready.is_set
+            store.fire, self._fired, batch=batch, max_sleep_s=max_sleep_s, ready=ready
         )
         self.announcer = Announcer(store.announce, origin)
         self.origin = origin

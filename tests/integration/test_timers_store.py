@@ -92,6 +92,15 @@ def test_a_message_reserved_before_a_cursor_moved_on_is_still_delivered(
     assert fired["data"] == {"timer": True} and str(fired["id"]) == res["messageId"]
 
 
+def test_push_maintenance_pauses_the_firer(admin: AdminApi) -> None:
+    assert admin.post("/system/maintenance", {"enabled": True}).status_code == 200
+    schedule(admin, "tm-maint", "paused", 1, 0)
+    time.sleep(1.5)  # more than a firer's sleep (TIMERS_MAX_SLEEP_MS 1 s): nothing fired
+    assert pending(admin, "tm-maint") == [("paused", 0, None)]
+    assert admin.post("/system/maintenance", {"enabled": False}).status_code == 200
+    assert eventually(lambda: not pending(admin, "tm-maint"), 5.0)
+
+
 def test_deleting_a_queue_deletes_its_timers(admin: AdminApi) -> None:
     schedule(admin, "tm-gone", "k", 1, 60_000)
     assert admin.delete("/resources/queues/tm-gone").status_code == 200
