@@ -19,6 +19,7 @@ from queen_threads.timers.store import TimerStore
 
 Pairs = list[tuple[str, str]]
 SCHEDULES = ("schedule", "reschedule")
+QUEUES_SHOWN = 100  # queues with pending timers in stats(), the soonest first
 
 
 class TimerService:
@@ -101,9 +102,10 @@ class TimerService:
 
     def stats(self) -> dict[str, Any]:
         """This process's firer and announcer, and the database's timers (pending, the last
-        hour's fires and their lateness)."""
+        hour's fires and their lateness, the queues with pending timers)."""
         try:
             database: dict[str, Any] = self.store.stats()
+            database["queues"] = self.store.queues(QUEUES_SHOWN)
         except Exception as exc:  # /metrics must answer without the database
             database = {"error": str(exc)}
         return {

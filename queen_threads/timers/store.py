@@ -18,7 +18,7 @@ from queen_threads.queue.store import QueueStore
 class TimerStore:
     def __init__(self, db: Statements, queues: QueueStore) -> None:
         self.db = db
-        self.queues = queues
+        self.queue_store = queues
 
     def apply(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Schedule/reschedule/cancel (validated ops): results in input order."""
@@ -28,10 +28,10 @@ class TimerStore:
     def sealed(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`ops` with the payloads of encrypted queues encrypted (copies)."""
         schedules = [op for op in ops if "payload" in op]
-        encrypted = self.queues.encrypted_queues(schedules)
+        encrypted = self.queue_store.encrypted_queues(schedules)
         if not encrypted:
             return ops
-        cipher = self.queues.cipher
+        cipher = self.queue_store.cipher
         assert cipher is not None
         return [
             {**op, "payload": cipher.encrypt(op["payload"]), "isEncrypted": True}
@@ -51,6 +51,9 @@ class TimerStore:
 
     def stats(self) -> dict[str, Any]:
         return dict(self.db.json("timers_stats"))
+
+    def queues(self, limit: int) -> list[dict[str, Any]]:
+        return list(self.db.json("timers_queues", (limit,)))
 
     def announce(self, event: dict[str, Any]) -> None:
         self.db.value("timers_announce", (orjson.dumps(event).decode(),))

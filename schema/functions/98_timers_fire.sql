@@ -207,3 +207,21 @@ BEGIN
     RETURN v_deleted;
 END;
 $$;
+
+-- The queues that have pending timers (the dashboard's Timers page, GET /metrics), the
+-- soonest first: [{queue, pending, due, deferred, nextAt}], at most p_limit of them.
+CREATE OR REPLACE FUNCTION queen.timers_queues_v1(p_limit integer)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'queue', x.name, 'pending', x.pending, 'due', x.due, 'deferred', x.deferred,
+               'nextAt', queen._iso_us(x.next_at)) ORDER BY x.next_at, x.name), '[]'::jsonb)
+      FROM (SELECT q.name, count(*) AS pending,
+                   count(*) FILTER (WHERE t.fire_at <= now()) AS due,
+                   count(*) FILTER (WHERE t.attempts > 0) AS deferred,
+                   min(t.fire_at) AS next_at
+              FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+             GROUP BY q.name
+             ORDER BY min(t.fire_at), q.name
+             LIMIT p_limit) x
+$$;

@@ -30,3 +30,7 @@ SELECT pg_notify('queen_wakeup', %s);
 -- name: timers_prune_fires
 -- Retention of the fire log: rows older than the hours given, a bounded batch.
 SELECT queen.timers_prune_fires_v1(%s, %s);
+
+-- name: timers_queues
+-- The queues with pending timers, the soonest first (a bounded list).
+SELECT queen.timers_queues_v1(%s)::text;
