@@ -41,7 +41,7 @@ class Transaction:
         raw = v.items_list(body, "operations", "operations array required")
         sub = producer_sub(req)
         timers = None
-        if body.get("timers") is not None:
+        if body.get("timers") not in (None, []):
             timers = timer_ops.operations(body["timers"], sub, "timers")
         if not raw and not timers:
             raise v.ValidationError("operations array cannot be empty")

@@ -34,9 +34,8 @@ SERVER_OWNED = frozenset({
 })  # fmt: skip
 
 
-def _refuse(message: str, index: int | None = None) -> TimerRequestInvalid:
-    where = f"operations[{index}]: " if index is not None else ""
-    return TimerRequestInvalid(where + message)
+def _refuse(message: str, what: str, index: int) -> TimerRequestInvalid:
+    return TimerRequestInvalid(f"{what}[{index}]: {message}")
 
 
 def timer_key(value: Any) -> str:
@@ -149,11 +148,11 @@ def operations(
         try:
             one = operation(op, producer_sub)
         except TimerRequestInvalid as exc:
-            raise _refuse(str(exc), index) from None
+            raise _refuse(str(exc), what, index) from None
         key = (one["queue"], one["timerKey"])
         if key in seen:
             raise _refuse(f"timer {key[1]!r} of queue {key[0]} appears twice: a key may "
-                          "appear at most once per call", index)  # fmt: skip
+                          "appear at most once per call", what, index)  # fmt: skip
         seen.add(key)
         clean.append(one)
     return clean

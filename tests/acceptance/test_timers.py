@@ -173,11 +173,19 @@ def test_a_timer_rides_a_transaction_all_or_nothing(
     assert results[1]["status"] == "scheduled" and results[2]["status"] == "absent"
     assert http.get(f"{API}/timers/{queue}/saga").json()["txn"] == timer["txn"]
 
+    # A bad timer op refuses the whole bundle before anything runs.
+    push = {"type": "push", "items": [{"queue": queue, "payload": "never"}]}
+    bad = http.post(f"{API}/transaction", json={"operations": [push], "timers": [
+        timer, {**timer, "timerKey": "other", "delayMs": "soon"}]})  # fmt: skip
+    assert bad.status_code == 400, bad.text
+    assert bad.json()["code"] == "timers_bad_request" and "timers[1]" in bad.json()["error"]
+    assert sql("SELECT count(*) FROM queen.messages WHERE payload = '\"never\"'") == [(0,)]
+
     # A timer-only bundle, and a cancel inside a bundle.
     cancel = {"op": "cancel", "queue": queue, "timerKey": "saga"}
     only = http.post(f"{API}/transaction", json={"operations": [], "timers": [cancel]}).json()
     assert only["success"] is True and only["results"][0]["status"] == "cancelled"
-    assert sql("SELECT count(*) FROM queen.timers")[0][0] >= 0
+    assert http.get(f"{API}/timers/{queue}/saga").json()["found"] is False
 
 
 BAD_OPS: list[tuple[str, Any]] = [
