@@ -103,11 +103,10 @@ class Firer:
         try:
             answer = self.fire(self.batch)
         except Exception as exc:
-            self.errors += 1
-            level = logging.DEBUG if str(exc) == self.last_error else logging.WARNING
-            self.last_error = str(exc)
-            log.log(level, "timers: fire failed (retried in %.1f s): %s", self.max_sleep_s, exc)
+            self._failed(f"fire failed (retried in {self.max_sleep_s:.1f} s): {exc}")
             return None
+        if answer.get("error"):
+            self._failed(f"a batch failed and its oldest timer waits: {answer['error']}")
         self.fired += int(answer.get("fired") or 0)
         self.duplicates += int(answer.get("duplicates") or 0)
         self.deferred += int(answer.get("deferred") or 0)
@@ -122,6 +121,12 @@ class Firer:
         if answer.get("more"):
             self.wake_in(0.0)
         return answer
+
+    def _failed(self, reason: str) -> None:
+        self.errors += 1
+        level = logging.DEBUG if reason == self.last_error else logging.WARNING
+        self.last_error = reason
+        log.log(level, "timers: %s", reason)
 
     def stats(self) -> dict[str, Any]:
         with self._cond:

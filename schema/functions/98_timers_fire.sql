@@ -24,7 +24,7 @@
 -- scheduled if that is later], more (a full batch: call
 -- again now), nextInMs (the next pending timer not yet due, from now; null: none),
 -- retryInMs (due timers another transaction holds, or the partition locks could not be
--- had: call again then), epoch}.
+-- had: call again then), epoch, error (the batch failed; see the handler below)}.
 CREATE OR REPLACE FUNCTION queen.timers_fire_v1(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -41,6 +41,7 @@ DECLARE
     v_stored  bigint[];
     v_out     jsonb;
     v_next    timestamptz;
+    v_error   text;
 BEGIN
     v_epoch := queen._wake_epoch();
     v_now := clock_timestamp();
@@ -146,10 +147,29 @@ BEGIN
                                       '[]'::jsonb))
           INTO v_out
           FROM unnest(v_rows) c;
-    EXCEPTION WHEN lock_not_available OR deadlock_detected THEN
-        RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
-                                  'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
-                                  'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch);
+    EXCEPTION
+        WHEN lock_not_available OR deadlock_detected THEN
+            RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
+                                      'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
+                                      'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch);
+        WHEN others THEN
+            -- Nothing of the batch happened. Whatever failed must not stop every timer
+            -- behind it: the oldest due timer waits (attempts + 1, backoff, the error in
+            -- last_error) and the others are tried again at once. A timer that keeps
+            -- failing ends up alone at the head, and waits up to a minute between tries.
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            UPDATE queen.timers t
+               SET attempts = t.attempts + 1,
+                   last_error = left('fire failed: ' || v_error, 2000),
+                   fire_at = clock_timestamp() + make_interval(secs => least(60, power(2, t.attempts))),
+                   updated_at = clock_timestamp()
+             WHERE (t.queue_id, t.timer_key) = (SELECT x.queue_id, x.timer_key FROM queen.timers x
+                                                 WHERE x.fire_at <= v_now ORDER BY x.fire_at
+                                                 LIMIT 1 FOR UPDATE SKIP LOCKED);
+            RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
+                                      'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
+                                      'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch,
+                                      'error', v_error);
     END;
 
     SELECT min(t.fire_at) INTO v_next FROM queen.timers t WHERE t.fire_at > v_now;

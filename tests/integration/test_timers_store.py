@@ -101,6 +101,23 @@ def test_push_maintenance_pauses_the_firer(admin: AdminApi) -> None:
     assert eventually(lambda: not pending(admin, "tm-maint"), 5.0)
 
 
+def test_a_timer_whose_fire_fails_waits_and_does_not_hold_up_the_others(
+    admin: AdminApi,
+) -> None:
+    """A batch that fails for an unexpected reason (here a constraint the test adds) is
+    rolled back; its oldest timer waits with the error, and the timers behind it fire."""
+    admin.sql("ALTER TABLE queen.messages ADD CONSTRAINT no_poison"
+              " CHECK (payload <> '\"poison\"'::jsonb) NOT VALID")  # fmt: skip
+    schedule(admin, "tm-poison", "bad", "poison", -1000)
+    schedule(admin, "tm-poison", "good", "fine", 0)
+    assert eventually(lambda: [r[0] for r in pending(admin, "tm-poison")] == ["bad"])
+    [(_, attempts, error)] = pending(admin, "tm-poison")
+    assert attempts >= 1 and "fire failed" in error and "no_poison" in error
+    assert [m["data"] for m in admin.pop("tm-poison")] == ["fine"]
+    stats = admin.client.simulate_get("/metrics").json["timers"]["firer"]
+    assert stats["errors"] >= 1 and "no_poison" in stats["lastError"]
+
+
 def test_deleting_a_queue_deletes_its_timers(admin: AdminApi) -> None:
     schedule(admin, "tm-gone", "k", 1, 60_000)
     assert admin.delete("/resources/queues/tm-gone").status_code == 200
