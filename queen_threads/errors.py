@@ -4,11 +4,7 @@ from __future__ import annotations
 
 
 class QueenError(Exception):
-    """Root of every error queen-threads raises on purpose. `code`, when a class sets it,
-    is a stable machine-readable name answered beside the message (`{"error", "code"}`):
-    the 2.6.0 client branches on it, never on the prose."""
-
-    code: str | None = None
+    """Root of every error queen-threads raises on purpose."""
 
 
 class ConfigError(QueenError):
@@ -19,10 +15,16 @@ class ValidationError(QueenError):
     """A request is malformed (answered 400)."""
 
 
-class TimerRequestInvalid(ValidationError):
-    """A malformed timer operation (answered 400 with code `timers_bad_request`)."""
+class CodedValidationError(ValidationError):
+    """A 400 that also names a stable `code` (the surface's: `kv_bad_request`,
+    `locks_bad_request`) and `reason` (the rule broken) a client branches on, never the
+    prose: {"error": "<reason>: <detail>", "code", "reason", "detail"}."""
 
-    code = "timers_bad_request"
+    def __init__(self, code: str, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.code = code
+        self.reason = reason
+        self.detail = detail
 
 
 class AuthenticationFailed(QueenError):

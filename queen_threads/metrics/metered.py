@@ -155,9 +155,9 @@ class MeteredQueueStore(QueueStore):
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        result = super().transaction(operations, timers)
+        result = super().transaction(operations, riders)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []

@@ -84,11 +84,9 @@ class QueueService:
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Pushes, acks and the `timers` rider in one transaction; after a commit the pushes
-        wake their long polls."""
-        result = self.store.transaction(operations, timers)
+        result = self.store.transaction(operations, riders)
         if result.get("success"):
             self._announce_pushed(
                 [(i["queue"], i["partition"]) for op in operations for i in op.get("items") or ()]

@@ -114,19 +114,22 @@ class QueueStore:
         return list(results)
 
     def transaction(
-        self, operations: list[dict[str, Any]], timers: list[dict[str, Any]] | None = None
+        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Pushes and acks, and the `timers` rider (timers/ops.py), all or nothing."""
+        """Pushes and acks in one transaction, with the riders beside them (`timers`: the
+        validated timer operations, their payloads sealed as the pushes' are; see
+        50_transaction.sql)."""
+        riders = dict(riders or {})
+        timers = riders.get("timers") or []
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
-        queues = self.encrypted_queues(pushed + [t for t in timers or () if "payload" in t])
+        queues = self.encrypted_queues(pushed + [t for t in timers if "payload" in t])
         sent = [
             {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
             for op in operations
         ]
-        body: dict[str, Any] = {"operations": sent}
         if timers:
-            body["timers"] = self._sealed(timers, queues)
-        return dict(self.db.call("execute_transaction", body))
+            riders["timers"] = self._sealed(timers, queues)
+        return dict(self.db.call("execute_transaction", {"operations": sent, **riders}))
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import falcon
 
-from queen_threads.errors import TimerRequestInvalid
 from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_body, media
 from queen_threads.runtime import Runtime
 from queen_threads.timers import ops
+from queen_threads.timers.ops import TimerRequestInvalid
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

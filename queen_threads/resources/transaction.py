@@ -30,6 +30,12 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
 
 
+def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
+    """The riders the body carries, validated (an empty or null one is no rider)."""
+    timers = body.get("timers")
+    return {"timers": timer_ops.operations(timers, sub, "timers")} if timers else {}
+
+
 class Transaction:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -40,13 +46,11 @@ class Transaction:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
         sub = producer_sub(req)
-        timers = None
-        if body.get("timers") not in (None, []):
-            timers = timer_ops.operations(body["timers"], sub, "timers")
-        if not raw and not timers:
+        extra = riders(body, sub)
+        if not raw and not extra:
             raise v.ValidationError("operations array cannot be empty")
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], timers)
-        if result.get("success") and timers:
-            self.runtime.timers.scheduled(timers)
+        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], extra)
+        if result.get("success") and extra.get("timers"):
+            self.runtime.timers.scheduled(extra["timers"])
         retry_after_when_full(resp, result.get("results") or [])
         media(resp, result, 200 if result.get("success") else 409)

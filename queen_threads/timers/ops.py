@@ -20,13 +20,25 @@ from typing import Any
 import orjson
 
 from queen_threads import validation as v
-from queen_threads.errors import TimerRequestInvalid, ValidationError
+from queen_threads.errors import CodedValidationError, ValidationError
 
 OPS = ("schedule", "reschedule", "cancel")
 MAX_OPS = 1000  # per call
 MAX_KEY = 1024  # characters of a timer key
 MAX_TXN = 255  # as a push's transactionId
 MAX_DELAY_MS = 10 * 366 * 86_400_000  # ten years, either way: a delay in the past is legal
+CODE = "timers_bad_request"
+
+
+class TimerRequestInvalid(CodedValidationError):
+    """A malformed timer call: 400 {"error", "code": "timers_bad_request", "reason",
+    "detail"}. Reasons: bad_request, duplicate_key, server_owned_field, invalid_payload,
+    unsupported_compression."""
+
+    def __init__(self, detail: str, reason: str = "bad_request") -> None:
+        super().__init__(CODE, reason, detail)
+
+
 SERVER_OWNED = frozenset({
     "producerSub", "producer_sub", "messageId", "message_id", "tenant", "tenantId",
     "tenant_id", "deliverAt", "deliver_at", "delaySeconds", "delay_seconds", "attempts",
@@ -34,8 +46,8 @@ SERVER_OWNED = frozenset({
 })  # fmt: skip
 
 
-def _refuse(message: str, what: str, index: int) -> TimerRequestInvalid:
-    return TimerRequestInvalid(f"{what}[{index}]: {message}")
+def _refuse(exc: TimerRequestInvalid, what: str, index: int) -> TimerRequestInvalid:
+    return TimerRequestInvalid(f"{what}[{index}]: {exc.detail}", exc.reason)
 
 
 def timer_key(value: Any) -> str:
@@ -69,18 +81,23 @@ def payload_of(value: Any, zstd: Any) -> Any:
     message body is JSON)."""
     if zstd is not None and zstd is not False:
         raise TimerRequestInvalid(
-            "payloadZstd is not supported by this server: send the payload uncompressed"
+            "payloadZstd is not supported by this server: send the payload uncompressed",
+            "unsupported_compression",
         )
     if not isinstance(value, str):
-        raise TimerRequestInvalid("payload must be a base64 string (of a JSON document)")
+        raise TimerRequestInvalid(
+            "payload must be a base64 string (of a JSON document)", "invalid_payload"
+        )
     try:
         raw = base64.b64decode(value, validate=True)
     except (binascii.Error, ValueError):
-        raise TimerRequestInvalid("payload is not valid base64") from None
+        raise TimerRequestInvalid("payload is not valid base64", "invalid_payload") from None
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise TimerRequestInvalid("payload must be the base64 of a JSON document") from None
+        raise TimerRequestInvalid(
+            "payload must be the base64 of a JSON document", "invalid_payload"
+        ) from None
 
 
 def delay_of(value: Any) -> int:
@@ -101,7 +118,8 @@ def operation(op: Any, producer_sub: str | None) -> dict[str, Any]:
         raise TimerRequestInvalid(
             f"{', '.join(owned)}: set by the server, not by the caller (the producer comes "
             "from the token, the message id from the broker; only the relative delayMs "
-            "says when)"
+            "says when)",
+            "server_owned_field",
         )
     kind = op.get("op")
     if kind not in OPS:
@@ -148,11 +166,14 @@ def operations(
         try:
             one = operation(op, producer_sub)
         except TimerRequestInvalid as exc:
-            raise _refuse(str(exc), what, index) from None
+            raise _refuse(exc, what, index) from None
         key = (one["queue"], one["timerKey"])
         if key in seen:
-            raise _refuse(f"timer {key[1]!r} of queue {key[0]} appears twice: a key may "
-                          "appear at most once per call", what, index)  # fmt: skip
+            raise TimerRequestInvalid(
+                f"{what}[{index}]: timer {key[1]!r} of queue {key[0]} appears twice: a key "
+                "may appear at most once per call",
+                "duplicate_key",
+            )
         seen.add(key)
         clean.append(one)
     return clean

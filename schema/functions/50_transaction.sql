@@ -3,15 +3,17 @@
 -- operation and is reported as {success:false, error, results}.
 --
 -- Input:  {operations:[{type:"push", items:[...push items...]}
---                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}],
---          timers?:[timer ops, see 98_timers.sql]}
--- The `timers` rider runs after the operations (queen.transaction_timers_v1); its results
--- follow theirs in the one flat results array. With a rider, operations may be empty.
+--                      | {type:"ack", transactionId, partitionId, status, error, consumerGroup}]}
 -- Output: {success, error|null, results:[
 --            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId,
 --             queueName, error and reason (as push: queue_full...) when it failed}
 --          | {index, type:"ack", success, status, transactionId, error, dlq}]}
 -- Transaction acks are not lease-checked and 'failed' goes straight to the dead-letter queue.
+--
+-- Riders: `timers` (queen.transaction_timers_v1, schema/functions/98_timers.sql) runs first
+-- (its timer row locks come before any partition's, the order of the timers' firer), its
+-- results follow the operations' in the flat results[]. With a rider, operations may be
+-- empty.
 CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -20,7 +22,6 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ops     jsonb := CASE WHEN jsonb_typeof(p) = 'array' THEN p ELSE p -> 'operations' END;
-    v_timers  jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'timers' END;
     v_results jsonb[] := '{}';
     v_op      jsonb;
     v_idx     integer;
@@ -29,17 +30,28 @@ DECLARE
     v_item    jsonb;
     v_ack     jsonb;
     v_fail    text;
+    v_timers  jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'timers' END;
+    v_tm_res  jsonb := '[]'::jsonb;
+    v_base    integer;
 BEGIN
     IF v_ops IS NULL OR jsonb_typeof(v_ops) <> 'array' THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array required',
                                   'results', '[]'::jsonb);
     END IF;
-    IF jsonb_array_length(v_ops) = 0 AND v_timers IS NULL THEN
+    IF jsonb_array_length(v_ops) = 0 AND coalesce(jsonb_array_length(v_timers), 0) = 0 THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array cannot be empty',
                                   'results', '[]'::jsonb);
     END IF;
 
+    -- The flat index of the first rider result: one entry per pushed item and per ack.
+    SELECT coalesce(sum(CASE WHEN e ->> 'type' = 'push' AND jsonb_typeof(e -> 'items') = 'array'
+                             THEN jsonb_array_length(e -> 'items') ELSE 1 END), 0)
+      INTO v_base FROM jsonb_array_elements(v_ops) e;
+
     BEGIN
+        IF jsonb_typeof(v_timers) = 'array' THEN
+            v_tm_res := queen.transaction_timers_v1(v_timers, v_base);
+        END IF;
         FOR v_op, v_idx IN
             SELECT e, (o.n - 1)::integer FROM jsonb_array_elements(v_ops) WITH ORDINALITY AS o(e, n)
              ORDER BY o.n
@@ -93,16 +105,13 @@ BEGIN
                 RAISE EXCEPTION 'operation %: unknown operation type: %', v_idx, coalesce(v_type, 'null');
             END IF;
         END LOOP;
-        IF v_timers IS NOT NULL THEN
-            v_results := v_results || ARRAY(SELECT jsonb_array_elements(
-                             queen.transaction_timers_v1(v_timers, cardinality(v_results))));
-        END IF;
     EXCEPTION WHEN others THEN
         GET STACKED DIAGNOSTICS v_fail = MESSAGE_TEXT;
         RETURN jsonb_build_object('success', false, 'error', v_fail,
                                   'results', to_jsonb(v_results));
     END;
 
-    RETURN jsonb_build_object('success', true, 'error', NULL, 'results', to_jsonb(v_results));
+    RETURN jsonb_build_object('success', true, 'error', NULL,
+                              'results', to_jsonb(v_results) || v_tm_res);
 END;
 $$;

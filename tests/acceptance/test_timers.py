@@ -220,7 +220,8 @@ def test_a_bad_op_is_a_400_that_changes_nothing(
     r = http.post(f"{API}/timers", json={"operations": [good, op]})
     assert r.status_code == 400, r.text
     body = r.json()
-    assert body["code"] == "timers_bad_request" and "operations[1]" in body["error"]
+    assert body["code"] == "timers_bad_request" and body["detail"].startswith("operations[1]: ")
+    assert body["error"] == f"{body['reason']}: {body['detail']}"
     assert sql("SELECT count(*) FROM queen.queues WHERE name = %s", queue) == [(0,)]
 
 
@@ -243,6 +244,7 @@ def test_one_key_at_most_once_per_call_and_bad_reads(
     r = http.post(f"{API}/timers", json={"operations": [
         schedule(queue, "dup", 1, 1000), schedule(queue, "dup", 2, 2000)]})  # fmt: skip
     assert r.status_code == 400 and r.json()["code"] == "timers_bad_request"
+    assert r.json()["reason"] == "duplicate_key"
     assert sql("SELECT count(*) FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id"
                " WHERE q.name = %s", queue) == [(0,)]  # fmt: skip
     for path, params in [

@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from queen_threads.errors import TimerRequestInvalid
 from queen_threads.timers import ops
 from queen_threads.timers.announcer import Announcer
 from queen_threads.timers.firer import Firer
+from queen_threads.timers.ops import TimerRequestInvalid
 
 
 def op(**fields: Any) -> dict[str, Any]:
@@ -40,13 +40,14 @@ def test_a_schedule_is_normalised_with_its_producer_and_a_minted_txn() -> None:
 def test_a_bad_op_is_refused_with_its_index(bad: dict[str, Any]) -> None:
     with pytest.raises(TimerRequestInvalid, match=r"operations\[1\]") as info:
         ops.operations([op(timerKey="fine"), bad], None)
-    assert info.value.code == "timers_bad_request"
+    assert info.value.code == "timers_bad_request" and info.value.reason
 
 
 def test_a_key_may_appear_once_per_call_but_in_two_queues() -> None:
     assert len(ops.operations([op(), op(queue="r")], None)) == 2
-    with pytest.raises(TimerRequestInvalid, match="at most once"):
+    with pytest.raises(TimerRequestInvalid, match="at most once") as info:
         ops.operations([op(), op(op="cancel")], None)
+    assert info.value.reason == "duplicate_key"
     with pytest.raises(TimerRequestInvalid, match="non-empty"):
         ops.operations([], None)
 
