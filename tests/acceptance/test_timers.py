@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import orjson
@@ -113,6 +114,20 @@ def test_schedule_peek_list_upsert_and_cancel(http: httpx.Client) -> None:
     absent = http.delete(f"{API}/timers/{queue}/k/1:a", params={"txn": "mine"}).json()
     assert absent["ok"] is False and absent["status"] == "absent" and absent["txn"] == "mine"
     assert http.get(f"{API}/timers/{queue}/k/1:a").json()["found"] is False
+
+
+@pytest.mark.parametrize(
+    "key", ["ünï cødé", "a?b#c%d", "trailing/", "/lead//double", "tab\there", "+plus&amp"]
+)
+def test_any_key_round_trips_through_the_path(http: httpx.Client, key: str) -> None:
+    """The key travels as the rest of the path, percent-encoded as the client does it
+    (`quote(key, safe="/")`): peek, list and cancel find the key that was scheduled."""
+    queue = name("tm-keys")
+    post(http, schedule(queue, key, {"k": key}, 60_000))
+    path = f"{API}/timers/{queue}/{quote(key, safe='/')}"
+    assert http.get(path).json()["timerKey"] == key
+    assert [r["timerKey"] for r in http.get(f"{API}/timers/{queue}").json()["rows"]] == [key]
+    assert http.delete(path).json()["status"] == "cancelled"
 
 
 def test_a_timer_fires_once_on_time_and_wakes_a_waiting_long_poll(
