@@ -25,7 +25,7 @@ from tests.acceptance.test_long_poll import SLOW_POLLING
 from tests.support.server import ServerProcess
 
 API = "/api/v1"
-LATE_BOUND_S = 0.25  # the fire's lateness this test accepts on a busy CI machine (bench: p99)
+LATE_BOUND_S = 0.5  # the fire's lateness accepted on a busy CI machine (bench (t): p50/p99)
 
 
 @pytest.fixture(scope="module")

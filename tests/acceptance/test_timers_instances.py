@@ -91,7 +91,7 @@ def test_a_timer_scheduled_on_a_stopped_instance_fires_on_time_on_the_other(
     (TIMERS_MAX_SLEEP_MS); only the announcement of the schedule wakes it on time."""
     queue = f"tm-handover-{uuid.uuid4().hex[:6]}"
     sleepy = {"TIMERS_MAX_SLEEP_MS": "60000", **SLOW_POLLING}
-    delay_ms = 5000
+    delay_ms = 8000  # A must be gone before then, with room for a slow shutdown
     with instances(migrated_dsn, sleepy, sleepy) as (a, b):
         with httpx.Client(base_url=a.url, timeout=30) as ca:
             r = ca.post(f"{API}/timers", json={"operations": [op(queue, "handover", delay_ms)]})
