@@ -56,20 +56,19 @@ class QueueStore:
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
 
-    def saw_wake_epoch(self, epoch: int) -> None:
-        """A write of the server returned this wake-interest epoch (wake/targets.py)."""
+    def _saw_wake_epoch(self, epoch: int) -> None:
         with self._epoch_lock:
             if epoch > self.wake_epoch:
                 self.wake_epoch = epoch
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        sent = self._sealed(items, self.encrypted_queues(items))
+        sent = self._sealed(items, self._encrypted_queues(items))
         rows, epoch = self.db.call_and("push_messages", sent)
-        self.saw_wake_epoch(epoch)
+        self._saw_wake_epoch(epoch)
         return expand_push_results(items, rows)
 
-    def encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
+    def _encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
         """The queues of `items` whose payloads are stored encrypted (none without a key)."""
         if self.cipher is None or not items:
             return set()
@@ -110,7 +109,7 @@ class QueueStore:
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results, epoch = self.db.call_and("ack_messages", {"acks": acks})
-        self.saw_wake_epoch(epoch)
+        self._saw_wake_epoch(epoch)
         return list(results)
 
     def transaction(
@@ -122,7 +121,7 @@ class QueueStore:
         riders = dict(riders or {})
         timers = riders.get("timers") or []
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
-        queues = self.encrypted_queues(pushed + [t for t in timers if "payload" in t])
+        queues = self._encrypted_queues(pushed + [t for t in timers if "payload" in t])
         sent = [
             {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
             for op in operations
@@ -130,6 +129,16 @@ class QueueStore:
         if timers:
             riders["timers"] = self._sealed(timers, queues)
         return dict(self.db.call("execute_transaction", {"operations": sent, **riders}))
+
+    # -- for the timers room (timers/store.py, timers/service.py) ----------------------
+    def encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
+        """The queues of `items` (anything with a "queue") whose payloads are stored
+        encrypted: a timer's payload is sealed when it is scheduled."""
+        return self._encrypted_queues(items)
+
+    def saw_wake_epoch(self, epoch: int) -> None:
+        """A write outside this store (a timer's fire) returned this wake-interest epoch."""
+        self._saw_wake_epoch(epoch)
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them
