@@ -28,6 +28,8 @@ CHART = TIME_RANGE | {"interval"}
 POP = frozenset({
     "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
     "subscriptionMode", "subscriptionFrom", "namespace", "task",
+    # queen-mq 2.6.0
+    "autopilot", "leaseSeconds", "conflation",
 })  # fmt: skip
 GROUP_DELETE = frozenset({"deleteMetadata"})
 

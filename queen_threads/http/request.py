@@ -58,9 +58,17 @@ def json_object(
 def int_param(
     req: falcon.Request, name: str, default: int, minimum: int, maximum: int | None = None
 ) -> int:
+    value = optional_int_param(req, name, minimum, maximum)
+    return default if value is None else value
+
+
+def optional_int_param(
+    req: falcon.Request, name: str, minimum: int, maximum: int | None = None
+) -> int | None:
+    """The integer parameter `name`, None when absent; a 400 outside [minimum, maximum]."""
     raw = req.get_param(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:

@@ -64,6 +64,12 @@ class PromMetrics:
             "retry, already_acked, rejected).",
             ["queue", "status"],
         )
+        self.conflated = Counter(
+            "queen_messages_conflated_total",
+            "Messages a conflating consumer group skipped (its pops deliver the newest "
+            "message of a partition only), by queue.",
+            ["queue"],
+        )
         self.decryption_errors = Counter(
             "queen_decryption_errors_total",
             "Messages of encrypted queues sent out with data null and a decryptionError "

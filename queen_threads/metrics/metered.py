@@ -127,6 +127,9 @@ class MeteredQueueStore(QueueStore):
                 self.counters.popped.add(len(delivered))
             if self.minutes is not None:
                 self.minutes.add("popped", (queue for (queue,) in delivered))
+        for result in results:  # messages a conflating group skipped (the newest came)
+            if result.get("conflated"):
+                prom().conflated.labels(str(result.get("queue") or "")).inc(result["conflated"])
         return results
 
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
@@ -155,9 +158,12 @@ class MeteredQueueStore(QueueStore):
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
+        self,
+        operations: list[dict[str, Any]],
+        required_leases: list[str] | None = None,
+        riders: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        result = super().transaction(operations, riders)
+        result = super().transaction(operations, required_leases, riders)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []

@@ -113,11 +113,15 @@ class QueueStore:
         return list(results)
 
     def transaction(
-        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
+        self,
+        operations: list[dict[str, Any]],
+        required_leases: list[str] | None = None,
+        riders: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """Pushes and acks in one transaction, with the riders beside them (`timers`: the
-        validated timer operations, their payloads sealed as the pushes' are; see
-        50_transaction.sql)."""
+        """Pushes and acks in one database transaction; an ack without a leaseId of its own
+        is fenced by the one lease of `required_leases` when it names exactly one. The
+        riders go beside them (`timers`: the validated timer operations, their payloads
+        sealed as the pushes' are; see 50_transaction.sql)."""
         riders = dict(riders or {})
         timers = riders.get("timers") or []
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
@@ -128,7 +132,8 @@ class QueueStore:
         ]
         if timers:
             riders["timers"] = self._sealed(timers, queues)
-        return dict(self.db.call("execute_transaction", {"operations": sent, **riders}))
+        body = {"operations": sent, "requiredLeases": required_leases or [], **riders}
+        return dict(self.db.call("execute_transaction", body))
 
     # -- for the timers room (timers/store.py, timers/service.py) ----------------------
     def encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:

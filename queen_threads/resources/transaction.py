@@ -1,8 +1,10 @@
 """POST /api/v1/transaction: pushes and acks in one PostgreSQL transaction (pushed
-messages are stamped with the token's `sub` as producerSub, as on /push), with the
-`timers` rider (timer schedules and cancels, docs/timers.md) in the same transaction. A
-transaction rolled back because a push item found its queue full answers 409 with
-`Retry-After`, as a push does."""
+messages are stamped with the token's `sub` as producerSub, as on /push). Each ack is
+fenced by its lease (its own leaseId, or the one lease `requiredLeases` names): an ack
+under an expired or foreign lease rolls the whole bundle back. The `timers` rider (timer
+schedules and cancels, docs/timers.md) commits in the same transaction. A transaction
+rolled back because a push item found its queue full answers 409 with `Retry-After`, as
+a push does."""
 
 from __future__ import annotations
 
@@ -30,6 +32,23 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
 
 
+FIELDS = ("operations", "requiredLeases", "kv", "timers")
+RIDERS = frozenset({"kv"})  # riders of the 2.6.0 client this server does not take yet
+MAX_REQUIRED_LEASES = 10_000
+
+
+def required_leases(raw: Any) -> list[str]:
+    """`requiredLeases`: the leases the bundle acks under (lease ids, strings)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or len(raw) > MAX_REQUIRED_LEASES:
+        raise v.ValidationError(
+            f"requiredLeases must be an array of at most {MAX_REQUIRED_LEASES} lease ids"
+        )
+    leases = [v.optional_str(lease, "requiredLeases[]", 64) for lease in raw]
+    return [lease for lease in leases if lease]
+
+
 def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
     """The riders the body carries, validated (an empty or null one is no rider)."""
     timers = body.get("timers")
@@ -41,15 +60,22 @@ class Transaction:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.runtime.settings.max_body_size, known=FIELDS)
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
+        refused = sorted(RIDERS & body.keys())
+        if refused:  # never ignored: a bundle without its preconditions must not commit
+            raise v.ValidationError(
+                f"This server does not take {' or '.join(refused)} operations in transactions"
+            )
+        leases = required_leases(body.get("requiredLeases"))
         sub = producer_sub(req)
         extra = riders(body, sub)
         if not raw and not extra:
             raise v.ValidationError("operations array cannot be empty")
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], extra)
+        ops = [operation(op, sub) for op in raw]
+        result = self.runtime.queues.transaction(ops, leases, extra)
         if result.get("success") and extra.get("timers"):
             self.runtime.timers.scheduled(extra["timers"])
         retry_after_when_full(resp, result.get("results") or [])

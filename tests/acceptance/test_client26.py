@@ -25,9 +25,6 @@ FILES = [
 ]  # fmt: skip
 
 PENDING = {
-    "test_ack_commit.py": "issue 24: the ack commit rules of 2.6.0",
-    "test_ack_window.py": "issue 24: the ack and renew answers of 2.6.0",
-    "test_transaction_lease_fencing.py": "issue 24: lease fencing in transactions",
     "test_kv.py": "issue 25: key/value is not built yet",
     "test_locks.py": "issue 25: locks and semaphores are not built yet",
     "test_reads.py": "issue 26: offset reads are not built yet",
