@@ -191,6 +191,7 @@ class Runtime:
             TimerStore(self.db, self.store),
             announce_pushed=self.queues.announce_pushed,
             saw_wake_epoch=self.store.saw_wake_epoch,
+            count_stored=self.store.stored_by_timers,
             origin=origin,
             batch=settings.timers_fire_batch,
             max_sleep_s=settings.timers_max_sleep_ms / 1000,

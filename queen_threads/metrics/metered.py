@@ -116,6 +116,9 @@ class MeteredQueueStore(QueueStore):
             _count_rejected(results)
         return results
 
+    def stored_by_timers(self, counts: dict[str, int]) -> None:
+        self._pushed((queue, "queued") for queue, n in counts.items() for _ in range(int(n)))
+
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().pop(requests)
         delivered = [

@@ -141,6 +141,10 @@ class QueueStore:
         encrypted: a timer's payload is sealed when it is scheduled."""
         return self._encrypted_queues(items)
 
+    def stored_by_timers(self, counts: dict[str, int]) -> None:
+        """Messages the timers' fire stored, per queue (pushes by another path): counted
+        by metrics (MeteredQueueStore)."""
+
     def saw_wake_epoch(self, epoch: int) -> None:
         """A write outside this store (a timer's fire) returned this wake-interest epoch."""
         self._saw_wake_epoch(epoch)

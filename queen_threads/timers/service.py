@@ -4,7 +4,8 @@ A schedule that committed moves this process's firer earlier when the timer is d
 sooner than it planned, and is announced to the other processes (announcer.py). A fire
 that stored messages wakes the long polls waiting for them exactly as a push does
 (`QueueService.announce_pushed`: this process's poll workers at once, the peers, and the
-other processes through the wake notifier after the commit).
+other processes through the wake notifier after the commit), and its messages are counted
+as pushed (metrics, the analytics' pushed per minute).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class TimerService:
         *,
         announce_pushed: Callable[[Pairs], None],
         saw_wake_epoch: Callable[[int], None],
+        count_stored: Callable[[dict[str, int]], None],
         origin: str,
         batch: int,
         max_sleep_s: float,
@@ -37,6 +39,7 @@ class TimerService:
         self.store = store
         self.announce_pushed = announce_pushed
         self.saw_wake_epoch = saw_wake_epoch
+        self.count_stored = count_stored
         self.firer = Firer(
             store.fire, self._fired, batch=batch, max_sleep_s=max_sleep_s, ready=ready
         )
@@ -90,6 +93,8 @@ class TimerService:
         pairs = [(str(q), str(p)) for q, p in answer.get("pairs") or ()]
         if pairs:
             self.announce_pushed(pairs)
+        if answer.get("stored"):
+            self.count_stored(dict(answer["stored"]))
 
     # -- lifecycle and numbers --------------------------------------------------------
     def start(self) -> None:

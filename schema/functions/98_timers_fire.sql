@@ -20,7 +20,7 @@
 -- returns, here and (after the commit) in the other processes (wake/notifier.py).
 --
 -- Input {limit}. Output {fired, duplicates, deferred, pairs: [[queue, partition]...] of the
--- stored messages, lateMs: [fired_at - due per fire; due: deliver_at, or when it was
+-- stored messages, stored: {queue: messages stored}, lateMs: [fired_at - due per fire; due: deliver_at, or when it was
 -- scheduled if that is later], more (a full batch: call
 -- again now), nextInMs (the next pending timer not yet due, from now; null: none),
 -- retryInMs (due timers another transaction holds, or the partition locks could not be
@@ -140,6 +140,12 @@ BEGIN
                                         FROM unnest(v_rows) x JOIN queen.queues q
                                           ON q.id = x.queue_id
                                        WHERE x.message_id = ANY (v_stored)), '[]'::jsonb),
+                   'stored', coalesce((SELECT jsonb_object_agg(s.name, s.n)
+                                         FROM (SELECT q.name, count(*) AS n
+                                                 FROM unnest(v_rows) x JOIN queen.queues q
+                                                   ON q.id = x.queue_id
+                                                WHERE x.message_id = ANY (v_stored)
+                                                GROUP BY q.name) s), '{}'::jsonb),
                    'lateMs', coalesce(jsonb_agg(round((extract(epoch FROM v_ts - greatest(
                                                            c.deliver_at, c.updated_at))
                                                        * 1000)::numeric, 3))

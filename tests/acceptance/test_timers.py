@@ -20,6 +20,7 @@ import httpx
 import orjson
 import psycopg2
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_long_poll import SLOW_POLLING
 from tests.support.server import ServerProcess
@@ -281,3 +282,11 @@ def test_metrics_show_pending_and_fired_timers(http: httpx.Client) -> None:
     assert "cycles" in timers["firer"]
     text = http.get("/metrics/prometheus").text
     assert "queen_timers_pending " in text and "queen_timers_fired_last_hour " in text
+    # The fired message counts as pushed, as any message stored in a queue.
+    pushed = [
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "queen_messages_pushed_total" and s.labels.get("queue") == queue
+    ]
+    assert pushed == [1.0]
