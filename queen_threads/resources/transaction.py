@@ -8,6 +8,7 @@ a push does."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import falcon
@@ -75,8 +76,9 @@ class Transaction:
         if not raw and not extra:
             raise v.ValidationError("operations array cannot be empty")
         ops = [operation(op, sub) for op in raw]
+        sent = time.monotonic()
         result = self.runtime.queues.transaction(ops, leases, extra)
         if result.get("success") and extra.get("timers"):
-            self.runtime.timers.scheduled(extra["timers"])
+            self.runtime.timers.scheduled(extra["timers"], sent)
         retry_after_when_full(resp, result.get("results") or [])
         media(resp, result, 200 if result.get("success") else 409)

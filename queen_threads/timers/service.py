@@ -10,6 +10,7 @@ as pushed (metrics, the analytics' pushed per minute).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -49,8 +50,9 @@ class TimerService:
     # -- requests ---------------------------------------------------------------------
     def apply(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Validated ops (ops.operations) -> index-aligned results."""
+        sent = time.monotonic()
         results = self.store.apply(ops)
-        self.scheduled(ops)
+        self.scheduled(ops, sent)
         return results
 
     def cancel(self, queue: str, timer_key: str, txn: str | None) -> dict[str, Any]:
@@ -67,12 +69,15 @@ class TimerService:
         return self.store.page(queue, after, limit)
 
     # -- what follows a commit ----------------------------------------------------------
-    def scheduled(self, ops: list[dict[str, Any]]) -> None:
-        """Timers were scheduled (committed): the firers must be awake by the soonest."""
+    def scheduled(self, ops: list[dict[str, Any]], sent: float) -> None:
+        """Timers were scheduled (committed) by a call sent at `sent` (time.monotonic()):
+        the firers must be awake by the soonest. Its time is counted from the sending, not
+        from the answer: the database's clock read it in between, so a firer may wake a
+        round trip early (the fire then says how long is left), never a round trip late."""
         delays = [op["delayMs"] for op in ops if op.get("op") in SCHEDULES]
         if not delays:
             return
-        soonest = min(delays) / 1000
+        soonest = min(delays) / 1000 - (time.monotonic() - sent)
         self.firer.wake_in(soonest)
         self.announcer.due_in(soonest)
 
