@@ -6,9 +6,8 @@ PostgreSQL. Checked through HTTP, the official client and both sides' own views
 (PgBouncer's admin console, `pg_stat_activity`, `pg_locks`): the requests work, the pool
 really goes through PgBouncer without startup options (which it would refuse), the LISTEN
 connections and the background services' advisory-lock sessions go direct, a timer fires
-through it and wakes a long poll, a NOTIFY sent
-through PgBouncer wakes a long poll within a second, and PgBouncer's server connections
-keep no session state.
+through it and wakes a long poll, a NOTIFY sent through PgBouncer wakes a long poll within
+a second, and PgBouncer's server connections keep no session state.
 """
 
 from __future__ import annotations
