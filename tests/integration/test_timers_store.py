@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
+import psycopg2
 
 from tests.integration.conftest import AdminApi
 
@@ -116,6 +117,29 @@ def test_a_timer_whose_fire_fails_waits_and_does_not_hold_up_the_others(
     assert [m["data"] for m in admin.pop("tm-poison")] == ["fine"]
     stats = admin.client.simulate_get("/metrics").json["timers"]["firer"]
     assert stats["errors"] >= 1 and "no_poison" in stats["lastError"]
+
+
+def test_a_timer_held_by_a_firer_that_dies_is_fired_once_by_the_next(
+    make_admin: Callable[..., AdminApi], migrated_dsn: str
+) -> None:
+    """Another transaction holds the due timer's row (as a firer between its claim and its
+    commit): the runtime's firer skips it, and fires it soon after that transaction is
+    gone without committing (a firer that died). The firer's own sleep is long here, so
+    only its look again 20 ms later (retryInMs) can find the timer in time."""
+    admin = make_admin(TIMERS_MAX_SLEEP_MS="30000")
+    schedule(admin, "tm-held", "k", {"once": True}, 400)
+    other = psycopg2.connect(migrated_dsn)
+    try:
+        with other.cursor() as cur:
+            cur.execute("SELECT 1 FROM queen.timers WHERE timer_key = 'k' FOR UPDATE")
+        time.sleep(1.0)  # well past its time: skipped while held, so still pending
+        assert [r[0] for r in pending(admin, "tm-held")] == ["k"]
+        assert admin.pop("tm-held") == []
+    finally:
+        other.rollback()
+        other.close()
+    assert eventually(lambda: not pending(admin, "tm-held"), 2.0)
+    assert [m["data"] for m in admin.pop("tm-held", batch=10)] == [{"once": True}]
 
 
 def test_deleting_a_queue_deletes_its_timers(admin: AdminApi) -> None:
