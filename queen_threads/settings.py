@@ -498,6 +498,26 @@ class Settings:
         "Folder of prometheus-client's per-process files (unset: a fresh temporary folder).",
     )
 
+    # --- Timers (docs/timers.md) -------------------------------------------------------
+    timers_fire_batch: int = env(
+        "TIMERS_FIRE_BATCH",
+        500,
+        _int(1, 10000),
+        "Due timers one fire call claims and delivers (one transaction).",
+    )
+    timers_max_sleep_ms: int = env(
+        "TIMERS_MAX_SLEEP_MS",
+        1000,
+        _int(10, 60000),
+        "Longest a process's timer firer sleeps without a known due time, ms.",
+    )
+    timers_fired_retention_hours: int = env(
+        "TIMERS_FIRED_RETENTION_HOURS",
+        24,
+        _int(1),
+        "Keep the log of fired timers (queen.timer_fires) this many hours.",
+    )
+
     # --- Encryption ------------------------------------------------------------------
     encryption_key: str = env(
         "QUEEN_ENCRYPTION_KEY",

@@ -59,6 +59,10 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/resources/streams/stats": {"GET": RO},
     f"{API}/resources/streams/{{name}}": {"GET": RO, "DELETE": ADMIN},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": RO},
+    # timers: scheduling and cancelling are read-write, reading read-only
+    f"{API}/timers": {"POST": RW},
+    f"{API}/timers/{{queue}}": {"GET": RO},
+    f"{API}/timers/{{queue}}/{{key:path}}": {"GET": RO, "DELETE": RW},
     # messages and dead letters
     f"{API}/dlq": {"GET": RO},
     f"{API}/dlq/requeue": {"POST": RW},

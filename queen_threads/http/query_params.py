@@ -62,6 +62,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/resources/streams/stats": {"GET": NONE},
     f"{API}/resources/streams/{{name}}": {"GET": NONE, "DELETE": NONE},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": NONE},
+    # timers
+    f"{API}/timers": {"POST": NONE},
+    f"{API}/timers/{{queue}}": {"GET": frozenset({"after", "limit"})},
+    f"{API}/timers/{{queue}}/{{key:path}}": {"GET": NONE, "DELETE": frozenset({"txn"})},
     # messages and dead letters
     f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},

@@ -116,6 +116,9 @@ class MeteredQueueStore(QueueStore):
             _count_rejected(results)
         return results
 
+    def stored_by_timers(self, counts: dict[str, int]) -> None:
+        self._pushed((queue, "queued") for queue, n in counts.items() for _ in range(int(n)))
+
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().pop(requests)
         delivered = [
@@ -155,9 +158,12 @@ class MeteredQueueStore(QueueStore):
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], riders: dict[str, Any] | None = None
+        self,
+        operations: list[dict[str, Any]],
+        required_leases: list[str] | None = None,
+        riders: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        result = super().transaction(operations, riders)
+        result = super().transaction(operations, required_leases, riders)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []

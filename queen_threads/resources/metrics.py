@@ -29,6 +29,7 @@ class Metrics:
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
             "streamPolling": rt.streams.stats(),
+            "timers": rt.timers.stats(),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),

@@ -4,12 +4,14 @@ fenced by its lease (its own leaseId, or the one lease `requiredLeases` names): 
 under an expired or foreign lease rolls the whole bundle back. A transaction rolled back
 because a push item found its queue full answers 409 with `Retry-After`, as a push does.
 
-The `kv` rider (docs/kv.md) carries key/value operations and lock guards into the same
-transaction; a lost `required` precondition rolls everything back and answers 200
-{success: false, reason: "kv_precondition", failedIndex, kvReason, version, value}."""
+Riders commit in the same transaction: `kv` (docs/kv.md) carries key/value operations and
+lock guards (a lost `required` precondition rolls everything back and answers 200
+{success: false, reason: "kv_precondition", failedIndex, kvReason, version, value});
+`timers` carries timer schedules and cancels (docs/timers.md)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import falcon
@@ -20,6 +22,7 @@ from queen_threads.http.request import json_object, media
 from queen_threads.kv import ops as kv_ops
 from queen_threads.resources.push import retry_after_when_full
 from queen_threads.runtime import Runtime
+from queen_threads.timers import ops as timer_ops
 
 FIELDS = ("operations", "requiredLeases", "kv", "timers")
 UNSUPPORTED_RIDERS = frozenset({"timers"})  # never ignored: preconditions must not vanish
@@ -38,6 +41,10 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
 
 
+FIELDS = ("operations", "requiredLeases", "kv", "timers")
+MAX_REQUIRED_LEASES = 10_000
+
+
 def required_leases(raw: Any) -> list[str]:
     """`requiredLeases`: the leases the bundle acks under (lease ids, strings)."""
     if raw is None:
@@ -50,17 +57,12 @@ def required_leases(raw: Any) -> list[str]:
     return [lease for lease in leases if lease]
 
 
-def riders(body: dict[str, Any]) -> dict[str, Any]:
-    """What the body carries beside its operations, validated: the leases its acks are
-    fenced by, and the riders (an empty or null one is no rider)."""
-    unsupported = sorted(name for name in UNSUPPORTED_RIDERS if body.get(name) is not None)
-    if unsupported:
-        raise v.ValidationError(
-            f"This server does not take {' or '.join(unsupported)} operations in transactions"
-        )
-    kv = body.get("kv")
-    extra: dict[str, Any] = {"requiredLeases": required_leases(body.get("requiredLeases"))}
-    return extra | ({"kv": kv_ops.operations(kv, in_transaction=True)} if kv else {})
+def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
+    """The riders the body carries, validated (an empty or null one is no rider)."""
+    kv, timers = body.get("kv"), body.get("timers")
+    return ({"kv": kv_ops.operations(kv, in_transaction=True)} if kv else {}) | (
+        {"timers": timer_ops.operations(timers, sub, "timers")} if timers else {}
+    )
 
 
 class Transaction:
@@ -72,11 +74,16 @@ class Transaction:
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
-        extra = riders(body)
-        if not raw and "kv" not in extra:
-            raise v.ValidationError("operations array cannot be empty")
+        leases = required_leases(body.get("requiredLeases"))
         sub = producer_sub(req)
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], extra)
+        extra = riders(body, sub)
+        if not raw and not extra:
+            raise v.ValidationError("operations array cannot be empty")
+        ops = [operation(op, sub) for op in raw]
+        sent = time.monotonic()
+        result = self.runtime.queues.transaction(ops, leases, extra)
+        if result.get("success") and extra.get("timers"):
+            self.runtime.timers.scheduled(extra["timers"], sent)
         retry_after_when_full(resp, result.get("results") or [])
         verdict = result.get("success") or result.get("reason") == "kv_precondition"
         media(resp, result, 200 if verdict else 409)

@@ -25,9 +25,7 @@ FILES = [
 ]  # fmt: skip
 
 PENDING = {
-    "test_timers.py": "issue 26: timers are not built yet",
     "test_reads.py": "issue 26: offset reads are not built yet",
-    "test_transaction_kv_timers.py": "issue 26: the timer rider (its kv cases pass)",
 }
 
 _results: dict[str, list[Case]] = {}
