@@ -1,10 +1,11 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
 (j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
-the official client's streaming SDK (issue 27)."""
+key/value and locks (docs/kv.md), (s) the official client's streaming SDK (docs/streams.md),
+(t) timers (docs/timers.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, longpoll, push, sdk, streams
+from bench import analytics, consume, e2e, kv, longpoll, push, sdk, streams, timers
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -37,6 +38,8 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
-        Scenario("m", "streaming SDK pipeline vs raw pop + ack", sdk.sdk_figures, sdk.sdk_pipeline),
+        Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
+        Scenario("s", "streaming SDK pipeline vs raw pop + ack", sdk.sdk_figures, sdk.sdk_pipeline),
+        Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
     )
 }

@@ -1,4 +1,4 @@
-"""(m) The official client's streaming SDK (docs/streams.md, "The SDK's API"): how many
+"""(s) The official client's streaming SDK (docs/streams.md, "The SDK's API"): how many
 source messages per second one SDK worker carries through a keyed tumbling aggregate to a
 sink queue, with the latency of its cycle commits (`POST /streams/v1/cycle`: state, sink
 pushes and source ack in one transaction), against raw pop + ack of the same messages by
@@ -142,17 +142,17 @@ async def _raw_run(ctx: Context, queue: str) -> tuple[float, dict[str, Any]]:
 
 async def sdk_pipeline(ctx: Context, run: int) -> RunResult:
     s = ctx.sizes
-    source, raw = ctx.queue("m", f"src-r{run}"), ctx.queue("m", f"raw-r{run}")
+    source, raw = ctx.queue("s", f"src-r{run}"), ctx.queue("s", f"raw-r{run}")
     await prefill(ctx, source, s.sdk_messages, s.sdk_partitions)
     await prefill(ctx, raw, s.sdk_messages, s.sdk_partitions)
-    async with ctx.measure(f"m-sdk-r{run}") as sdk_cpu:
-        sdk = await _sdk_run(ctx, source, ctx.queue("m", f"sink-r{run}"), f"bench.{ctx.tag}.r{run}")
-    async with ctx.measure(f"m-raw-r{run}") as raw_cpu:
+    async with ctx.measure(f"s-sdk-r{run}") as sdk_cpu:
+        sdk = await _sdk_run(ctx, source, ctx.queue("s", f"sink-r{run}"), f"bench.{ctx.tag}.r{run}")
+    async with ctx.measure(f"s-raw-r{run}") as raw_cpu:
         raw_rate, raw_extra = await _raw_run(ctx, raw)
     extra = sdk.pop("extra")
     figures = {**sdk, "raw_msg_per_s": raw_rate}
     log(
-        f"(m) run {run + 1}: SDK {figures['sdk_msg_per_s']:,.0f} msg/s, cycle p50 "
+        f"(s) run {run + 1}: SDK {figures['sdk_msg_per_s']:,.0f} msg/s, cycle p50 "
         f"{figures['cycle_p50_ms']:.1f} ms p99 {figures['cycle_p99_ms']:.1f} ms; raw pop+ack "
         f"{raw_rate:,.0f} msg/s; sdk {extra}, raw {raw_extra}"
     )

@@ -12,10 +12,12 @@ from queen_threads.resources import (
     admin,
     analytics,
     dashboard,
+    kv,
     maintenance,
     status,
     streams,
     streams_sdk,
+    timers,
 )
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
@@ -57,6 +59,8 @@ def create_app(runtime: Runtime) -> falcon.App:
     status.register(app, runtime, API)
     streams.register(app, runtime, API)
     streams_sdk.register(app, runtime)
+    kv.register(app, runtime, API)
+    timers.register(app, runtime, API)
     analytics.register(app, runtime.analytics, runtime.admin, API)
     dashboard.register(app, runtime.settings)
     return app

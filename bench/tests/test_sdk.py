@@ -1,4 +1,4 @@
-"""scripts/bench (m), the streaming SDK: its registration, sizes, and the cycle timing."""
+"""scripts/bench (s), the streaming SDK: its registration, sizes, and the cycle timing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from bench.sdk import CYCLE_PATH, latency_ms, sdk_figures, timed_posts
 
 
 def test_the_sdk_scenario_runs_on_request_with_its_figures() -> None:
-    assert "m" not in DEFAULT_SCENARIOS and parse_args(["--scenarios", "m"]).scenarios == ("m",)
-    keys = [f.key for f in SCENARIOS["m"].figures(FULL)]
+    assert "s" not in DEFAULT_SCENARIOS and parse_args(["--scenarios", "s"]).scenarios == ("s",)
+    keys = [f.key for f in SCENARIOS["s"].figures(FULL)]
     assert keys == ["sdk_msg_per_s", "cycle_p50_ms", "cycle_p99_ms", "raw_msg_per_s"]
     assert (FULL.sdk_messages, QUICK.sdk_messages, FULL.sdk_batch) == (20_000, 4_000, 200)
     assert "20,000 msgs, 10 partitions" in sdk_figures(FULL)[0].label

@@ -1,6 +1,6 @@
-"""The one place where exceptions become HTTP errors: every body is {"error": "..."}, and
-under /streams/ (the official clients' streaming SDK, whose runtime reads `success`) it is
-{"success": false, "error": "..."}."""
+"""The one place where exceptions become HTTP errors: every body is {"error": "..."} (a
+CodedValidationError adds its `code`, `reason` and `detail`), and under /streams/ (the
+official clients' streaming SDK, whose runtime reads `success`) `"success": false` too."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import orjson
 
 from queen_threads.errors import (
     AuthenticationFailed,
+    CodedValidationError,
     Conflict,
     DatabaseError,
     Forbidden,
@@ -39,14 +40,22 @@ _STATUS: list[tuple[type[QueenError], int]] = [
 SUCCESS_FLAGGED = ("/streams/",)  # path prefixes whose error bodies carry success: false
 
 
-def error_body(message: str, flagged: bool = False) -> bytes:
-    return orjson.dumps({"success": False, "error": message} if flagged else {"error": message})
+def error_body(message: str, extra: dict[str, Any] | None = None) -> bytes:
+    return orjson.dumps({"error": message, **(extra or {})})
 
 
-def _respond(req: falcon.Request, resp: falcon.Response, status: int, message: str) -> None:
+def _respond(
+    req: falcon.Request,
+    resp: falcon.Response,
+    status: int,
+    message: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    if req.path.startswith(SUCCESS_FLAGGED):
+        extra = {"success": False, **(extra or {})}
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(message, req.path.startswith(SUCCESS_FLAGGED))
+    resp.data = error_body(message, extra)
 
 
 def handle_queen_error(
@@ -59,7 +68,10 @@ def handle_queen_error(
         resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
-    _respond(req, resp, status, str(ex) or type(ex).__name__)
+    extra = None
+    if isinstance(ex, CodedValidationError):
+        extra = {"code": ex.code, "reason": ex.reason, "detail": ex.detail}
+    _respond(req, resp, status, str(ex) or type(ex).__name__, extra)
 
 
 def handle_http_error(

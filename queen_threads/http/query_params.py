@@ -48,6 +48,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/ack/batch": {"POST": NONE},
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # key/value and locks
+    f"{API}/kv": {"POST": NONE},
+    f"{API}/kv/{{ns}}/{{key:path}}": {"GET": NONE, "PUT": NONE, "DELETE": frozenset({"expect"})},
+    f"{API}/locks": {"POST": NONE},
     # streams
     f"{API}/stream/define": {"POST": NONE},
     f"{API}/stream/poll": {"POST": NONE},
@@ -63,6 +67,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     "/streams/v1/queries/{name}": {"DELETE": NONE},
     "/streams/v1/cycle": {"POST": NONE},
     "/streams/v1/state/get": {"POST": NONE},
+    # timers
+    f"{API}/timers": {"POST": NONE},
+    f"{API}/timers/{{queue}}": {"GET": frozenset({"after", "limit"})},
+    f"{API}/timers/{{queue}}/{{key:path}}": {"GET": NONE, "DELETE": frozenset({"txn"})},
     # messages and dead letters
     f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},
