@@ -114,6 +114,28 @@ CREATE OR REPLACE FUNCTION queen._ack_committed(
                             'message, so a %s cannot be applied', p_status) END
 $$;
 
+-- After a consumer's nack dead-lettered a message of its batch (2.6.0: the consumer drops
+-- the rest of the batch), the lease ends and the rest of the batch is delivered again at
+-- once, instead of after the lease time. Only when nothing the request completed stands
+-- behind a silent gap (an acked message still in the batch): those would be delivered
+-- twice, so the lease then stays until the consumer settles the gap or it expires.
+CREATE OR REPLACE FUNCTION queen._pc_after_nack(p_pc queen.partition_consumers)
+RETURNS queen.partition_consumers
+LANGUAGE plpgsql AS $$
+BEGIN
+    p_pc := queen._pc_apply_prefix(p_pc);
+    IF p_pc.lease_id IS NOT NULL AND coalesce(cardinality(p_pc.batch_ids), 0) > 0
+       AND NOT (p_pc.batch_ids && coalesce(p_pc.acked_ids, '{}')) THEN
+        p_pc.lease_id := NULL;
+        p_pc.lease_expires_at := NULL;
+        p_pc.lease_acquired_at := NULL;
+        p_pc.batch_ids := NULL;
+        p_pc.acked_ids := NULL;
+    END IF;
+    RETURN p_pc;
+END;
+$$;
+
 -- p_acks: array of {transactionId, partitionId, status, error, errorType, retryable,
 --         consumerGroup, leaseId}.
 -- p_tx:   transaction mode: 'failed' goes straight to the DLQ and a nack keeps the batch's
@@ -166,6 +188,7 @@ DECLARE
     v_reason    text;
     v_noop      boolean;
     v_gap       integer := 0;  -- v_batch[1:v_gap] is committed by this request's acks
+    v_nacked    boolean := false;  -- a consumer's nack dead-lettered a message of the batch
     v_pos       integer;
 BEGIN
     IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' OR jsonb_array_length(p_acks) = 0 THEN
@@ -201,6 +224,10 @@ BEGIN
             IF v_loaded AND v_dirty THEN
                 v_pc.batch_ids := v_batch;
                 v_pc.acked_ids := v_acked;
+                IF v_nacked THEN
+                    v_pc := queen._pc_after_nack(v_pc);
+                    v_notify := v_notify OR v_pc.lease_id IS NULL;
+                END IF;
                 PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
             END IF;
             SELECT * INTO v_pc FROM queen.partition_consumers
@@ -211,6 +238,7 @@ BEGIN
             v_acked := coalesce(v_pc.acked_ids, '{}');
             v_loaded := true;
             v_gap := 0;
+            v_nacked := false;
             v_dirty := false;
             v_notify := false;
             v_rel_batch := NULL;
@@ -384,28 +412,10 @@ BEGIN
                 END IF;
                 v_status := 'failed_dlq';
                 v_dlq := true;
-                -- A consumer's nack (under its lease) ends the lease: it drops the rest of
-                -- its batch, which is redelivered at once, once everything before the
-                -- dead-lettered message is done; with a silent gap before it the lease
-                -- stays, so the message is not delivered again from the cursor.
-                -- Transactions and an operator's move to the DLQ (no lease) keep the batch.
-                IF NOT p_tx AND r.lease_txt IS NOT NULL AND v_pc.lease_id IS NOT NULL THEN
-                    v_pc.batch_ids := v_batch;
-                    v_pc.acked_ids := v_acked;
-                    v_pc := queen._pc_apply_prefix(v_pc);
-                    v_batch := v_pc.batch_ids;
-                    v_acked := coalesce(v_pc.acked_ids, '{}');
-                    v_gap := 0;
-                    IF NOT r.mid = ANY (coalesce(v_batch, '{}')) THEN
-                        v_rel_batch := v_batch;
-                        v_released := true;
-                        v_pc.lease_id := NULL;
-                        v_pc.lease_expires_at := NULL;
-                        v_pc.lease_acquired_at := NULL;
-                        v_batch := NULL;
-                        v_acked := '{}';
-                    END IF;
-                END IF;
+                -- A consumer's nack (under its lease) ends the lease once this request's
+                -- items of the batch are done (queen._pc_after_nack); transactions and an
+                -- operator's move to the DLQ (no lease) keep the batch.
+                v_nacked := v_nacked OR (NOT p_tx AND r.lease_txt IS NOT NULL);
             ELSE
                 -- 'failed' below the limit, or 'retry': give the partition back; the cursor
                 -- stays before this message (it only covers the done prefix before it).
@@ -488,6 +498,10 @@ BEGIN
     IF v_loaded AND v_dirty THEN
         v_pc.batch_ids := v_batch;
         v_pc.acked_ids := v_acked;
+        IF v_nacked THEN
+            v_pc := queen._pc_after_nack(v_pc);
+            v_notify := v_notify OR v_pc.lease_id IS NULL;
+        END IF;
         PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
     END IF;
 

@@ -211,7 +211,7 @@ def test_json_metrics_count_this_process_messages_and_queries(admin: AdminApi) -
     assert queries["total"] > before["database"]["queries"]["total"]
     assert set(queries["latencyMs"]) == {"p50", "p95", "p99"}
     assert body["requests"]["total"] > before["requests"]["total"]
-    assert set(body["background"]) == {"retention", "eviction", "metrics"}
+    assert set(body["background"]) == {"retention", "eviction", "metrics", "kvSweep"}
     assert set(body["analytics"]) == {"flushIntervalS", "flushes", "failures"}
     assert "pending" in body["buffer"]
 
