@@ -77,13 +77,19 @@ def seeded(srv: ServerProcess) -> None:
     for message in api.pop("orders", batch=5, consumerGroup="analytics"):
         api.ack(message, consumerGroup="analytics")
     delivered = api.pop("orders", batch=30)
+    # one outcome per message, committed in one request (a nack ends the batch's lease, so
+    # a consumer that nacks reports the rest of its outcomes with it)
+    declined = {"status": "failed", "error": "card declined", "errorType": "payment",
+                "retryable": False}  # fmt: skip
+    timeout = {"status": "failed", "error": "upstream timeout (payments:443)", "retryable": False}
+    outcomes = [declined if i < 6 else timeout if i < 9 else {"status": "completed"}
+                for i in range(len(delivered))]  # fmt: skip
+    acked = api.post("/ack/batch", {"acknowledgments": [
+        {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+         "leaseId": m["leaseId"], **outcome} for m, outcome in zip(delivered, outcomes, strict=True)
+    ]})  # fmt: skip
+    assert all(r["success"] for r in acked), acked
     for i, message in enumerate(delivered):
-        if i < 6:
-            api.ack(message, "failed", error="card declined", errorType="payment", retryable=False)
-        elif i < 9:
-            api.ack(message, "failed", error="upstream timeout (payments:443)", retryable=False)
-        else:
-            api.ack(message)
         api.post("/traces", {"transactionId": message["transactionId"],
                              "partitionId": message["partitionId"],
                              "traceNames": [f"order-{1000 + i}"], "eventType": "processing",

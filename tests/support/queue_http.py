@@ -42,10 +42,11 @@ class QueueHttp:
     def dead_letter(self, queue: str, count: int, error: str) -> list[dict[str, Any]]:
         """Push `count` messages and fail each past any retry: they land in the DLQ."""
         self.push(queue, [{"n": i} for i in range(count)])
-        failed = self.pop(queue, batch=count)
-        assert len(failed) == count
-        for message in failed:
-            self.ack(message, "failed", error=error, retryable=False)
+        failed = []
+        for _ in range(count):  # one at a time: a consumer's nack ends its batch's lease
+            [message] = self.pop(queue, batch=1)
+            assert self.ack(message, "failed", error=error, retryable=False)[0]["dlq"] is True
+            failed.append(message)
         return failed
 
     def close(self) -> None:
