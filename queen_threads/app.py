@@ -8,6 +8,7 @@ from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.middleware import RequestContext
 from queen_threads.http.query_params import StrictQueryParams
+from queen_threads.reads import routes as reads
 from queen_threads.resources import admin, analytics, dashboard, maintenance, status, streams
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
@@ -48,6 +49,7 @@ def create_app(runtime: Runtime) -> falcon.App:
     maintenance.register(app, runtime, API)
     status.register(app, runtime, API)
     streams.register(app, runtime, API)
+    reads.register(app, runtime, API)
     analytics.register(app, runtime.analytics, runtime.admin, API)
     dashboard.register(app, runtime.settings)
     return app

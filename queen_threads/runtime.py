@@ -45,6 +45,7 @@ from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.streams import Streams
+from queen_threads.reads import ReadStore
 from queen_threads.settings import Settings
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
@@ -116,6 +117,7 @@ class Runtime:
             on_decryption_error=self.store.decryption_failed,
         )
         self.queues = QueueService(self.store, self.polling)
+        self.reads = ReadStore(self.db, cipher)
         self.queues.on_push_results = count_buffered
         # Streams wait on the same response queues; pushes into their sources wake them.
         self.streams = Streams(

@@ -45,6 +45,9 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/ack/batch": {"POST": RW},
     f"{API}/transaction": {"POST": RW},
     f"{API}/lease/{{leaseId}}/extend": {"POST": RW},
+    # reads by offset: they change nothing
+    f"{API}/fetch": {"POST": RO},
+    f"{API}/partitions/changed": {"POST": RO},
     # streams: consuming is read-write, reading read-only, deleting admin
     f"{API}/stream/define": {"POST": RW},
     f"{API}/stream/poll": {"POST": RW},

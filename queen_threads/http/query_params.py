@@ -48,6 +48,9 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/ack/batch": {"POST": NONE},
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # reads by offset
+    f"{API}/fetch": {"POST": NONE},
+    f"{API}/partitions/changed": {"POST": NONE},
     # streams
     f"{API}/stream/define": {"POST": NONE},
     f"{API}/stream/poll": {"POST": NONE},

@@ -45,17 +45,20 @@ DECLARE
     v_fast    boolean := false;
     v_floor   timestamptz;
     v_map     jsonb;
+    v_base    jsonb;
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
         RETURN '[]'::json;
     END IF;
 
-    -- 0. The request's distinct (queue, partition) pairs, read from the items once.
-    SELECT jsonb_agg(jsonb_build_array(s.qn, s.pn) ORDER BY s.qn, s.pn)
+    -- 0. The request's distinct (queue, partition) pairs and their item counts, read from
+    --    the items once.
+    SELECT jsonb_agg(jsonb_build_array(s.qn, s.pn, s.cnt) ORDER BY s.qn, s.pn)
       INTO v_pairs
-      FROM (SELECT DISTINCT e ->> 'queue' AS qn,
-                            coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn
-              FROM jsonb_array_elements(p_items) e) s;
+      FROM (SELECT e ->> 'queue' AS qn,
+                   coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn, count(*) AS cnt
+              FROM jsonb_array_elements(p_items) e
+             GROUP BY 1, 2) s;
 
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     INSERT INTO queen.queues (name, namespace, task)
@@ -79,6 +82,8 @@ BEGIN
     -- 3. Serialize pushes per partition (and per capped queue, so the capacity check is
     --    exact): lock in id order, queues before partitions. Ids and the timestamp are drawn
     --    after the locks, so within a partition (created_at, id) follows commit order.
+    --    The same update reserves the partition's next offsets, one per item (0015): the
+    --    general path gives back what it did not store (step 4).
     PERFORM 1
        FROM queen.queues q
       WHERE q.max_queue_size > 0
@@ -87,17 +92,21 @@ BEGIN
         FOR NO KEY UPDATE;
 
     WITH tgt AS (
-        SELECT p.id
+        SELECT p.id, (pr ->> 2)::bigint AS cnt
           FROM queen.partitions p
           JOIN queen.queues q ON q.id = p.queue_id
           JOIN jsonb_array_elements(v_pairs) pr ON pr ->> 0 = q.name AND pr ->> 1 = p.name
          ORDER BY p.id
            FOR NO KEY UPDATE OF p
+    ),
+    upd AS (
+        UPDATE queen.partitions p
+           SET last_activity = clock_timestamp(), next_offset = p.next_offset + tgt.cnt
+          FROM tgt
+         WHERE p.id = tgt.id
+        RETURNING p.id, p.next_offset - tgt.cnt AS base
     )
-    UPDATE queen.partitions p
-       SET last_activity = clock_timestamp()
-      FROM tgt
-     WHERE p.id = tgt.id;
+    SELECT jsonb_object_agg(upd.id, upd.base) INTO v_base FROM upd;
 
     -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
     -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
@@ -141,11 +150,13 @@ BEGIN
         ins AS (
             INSERT INTO queen.messages
                    (id, transaction_id, partition_id, payload, trace_id, producer_sub,
-                    is_encrypted, created_at)
+                    is_encrypted, created_at, partition_offset)
             OVERRIDING SYSTEM VALUE
             SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
                    nullif(n.e ->> 'producerSub', ''),
-                   coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts
+                   coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts,
+                   (v_base ->> n.pid::text)::bigint
+                   + row_number() OVER (PARTITION BY n.pid ORDER BY n.idx) - 1
               FROM n
         )
         SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
@@ -223,14 +234,28 @@ BEGIN
     ),
     ins AS (
         INSERT INTO queen.messages
-               (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+               (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
+                created_at, partition_offset)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
-               greatest(v_ts, pl.last_message_created_at)
+               greatest(v_ts, pl.last_message_created_at),
+               (v_base ->> c.pid::text)::bigint
+               + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
           FROM cand c
           LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
          ORDER BY c.idx
         RETURNING id, partition_id, transaction_id, trace_id
+    ),
+    -- Offsets reserved for items that were not stored go back: the partition's next offset
+    -- is one past the last one stored (offsets stay dense).
+    unreserve AS (
+        UPDATE queen.partitions p
+           SET next_offset = b.base + coalesce(s.n, 0)
+          FROM (SELECT key::uuid AS pid, value::text::bigint AS base
+                  FROM jsonb_each(coalesce(v_base, '{}'::jsonb))) b
+          LEFT JOIN (SELECT partition_id, count(*) AS n FROM ins GROUP BY 1) s
+                 ON s.partition_id = b.pid
+         WHERE p.id = b.pid AND p.next_offset <> b.base + coalesce(s.n, 0)
     ),
     res AS (
         SELECT mp.idx, mp.qn, mp.pn, mp.ns, mp.tk, mp.txn, mp.txn_generated, mp.pid,
