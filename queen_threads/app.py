@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.ephemeral import routes as ephemeral
 from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.middleware import RequestContext
@@ -50,6 +51,7 @@ def create_app(runtime: Runtime) -> falcon.App:
     status.register(app, runtime, API)
     streams.register(app, runtime, API)
     reads.register(app, runtime, API)
+    ephemeral.register(app, runtime, API)
     analytics.register(app, runtime.analytics, runtime.admin, API)
     dashboard.register(app, runtime.settings)
     return app

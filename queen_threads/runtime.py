@@ -22,6 +22,7 @@ from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
+from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.metrics import (
     AnalyticsCollector,
@@ -118,6 +119,7 @@ class Runtime:
         )
         self.queues = QueueService(self.store, self.polling)
         self.reads = ReadStore(self.db, cipher)
+        self.ephemeral = EphemeralQueues(EphemeralStore(self.db))
         self.queues.on_push_results = count_buffered
         # Streams wait on the same response queues; pushes into their sources wake them.
         self.streams = Streams(
@@ -289,6 +291,7 @@ class Runtime:
             self._schema_retry.set()
             self.polling.stop(timeout=1.0)
             self.streams.stop(timeout=1.0)
+            self.ephemeral.stop()
             self.interest.stop()
             self.listener.stop()
             self.peers.stop()

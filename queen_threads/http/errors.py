@@ -16,6 +16,7 @@ from queen_threads.errors import (
     NotFound,
     PayloadTooLarge,
     QueenError,
+    TooManyRequests,
     Unavailable,
     ValidationError,
 )
@@ -29,32 +30,33 @@ _STATUS: list[tuple[type[QueenError], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (PayloadTooLarge, 413),
+    (TooManyRequests, 429),
     (Unavailable, 503),
     (DatabaseError, 500),
 ]
 
 
-def error_body(message: str) -> bytes:
-    return orjson.dumps({"error": message})
+def error_body(message: str, code: str | None = None) -> bytes:
+    return orjson.dumps({"error": message, "code": code} if code else {"error": message})
 
 
-def _respond(resp: falcon.Response, status: int, message: str) -> None:
+def _respond(resp: falcon.Response, status: int, message: str, code: str | None = None) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(message)
+    resp.data = error_body(message, code)
 
 
 def handle_queen_error(
     req: falcon.Request, resp: falcon.Response, ex: QueenError, params: dict[str, Any]
 ) -> None:
     status = next((code for cls, code in _STATUS if isinstance(ex, cls)), 500)
-    if isinstance(ex, Unavailable):
+    if isinstance(ex, Unavailable | TooManyRequests):
         resp.set_header("Retry-After", str(ex.retry_after))
     elif isinstance(ex, AuthenticationFailed):
         resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
-    _respond(resp, status, str(ex) or type(ex).__name__)
+    _respond(resp, status, str(ex) or type(ex).__name__, ex.code)
 
 
 def handle_http_error(
