@@ -28,6 +28,7 @@ class Metrics:
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
             "streamPolling": rt.streams.stats(),
+            "ephemeral": _ephemeral(rt),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
@@ -38,6 +39,15 @@ class Metrics:
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }
         media(resp, body)
+
+
+def _ephemeral(rt: Runtime) -> dict[str, object]:
+    """The ephemeral queues' depth, bytes, dropped and in-flight totals (one small query)
+    and this process's waiting ephemeral pops."""
+    try:
+        return rt.ephemeral.totals()
+    except Exception as exc:  # the database being down must not break /metrics
+        return {"error": str(exc), "waitingPops": rt.ephemeral.gates.waiting()}
 
 
 def _buffer(rt: Runtime) -> dict[str, object]:
