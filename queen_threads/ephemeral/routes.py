@@ -16,21 +16,30 @@ class _Route:
         self.runtime = runtime
         self.queues = runtime.ephemeral
 
+    fields: tuple[str, ...] = ()
+    """The top-level body fields the route reads (others are ignored and reported)."""
+
     def _body(self, req: falcon.Request) -> dict[str, object]:
-        return json_object(req, self.runtime.settings.max_body_size)
+        return json_object(req, self.runtime.settings.max_body_size, known=self.fields)
 
 
 class Configure(_Route):
+    fields = ("queue", "options")
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.queues.configure(body.configure_body(self._body(req))))
 
 
 class Reset(_Route):
+    fields = ("queue",)
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.queues.reset(body.queue_name(self._body(req))))
 
 
 class Push(_Route):
+    fields = ("queue", "partition", "messages")
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.queues.push(body.push_body(self._body(req))), 201)
 
@@ -53,6 +62,8 @@ class Pop(_Route):
 
 
 class Ack(_Route):
+    fields = ("queue", "group", "acks")
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.queues.ack(body.ack_body(self._body(req))))
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import falcon
 import orjson
 
 from queen_threads.errors import PayloadTooLarge, ValidationError
+from queen_threads.http import ignored
 
 TRUE_VALUES = ("true", "1")
 
@@ -35,12 +37,21 @@ def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> 
         raise ValidationError(f"Invalid JSON: {exc}") from None
 
 
-def json_object(req: falcon.Request, max_size: int, allow_empty: bool = False) -> dict[str, Any]:
+def json_object(
+    req: falcon.Request,
+    max_size: int,
+    allow_empty: bool = False,
+    known: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The request's JSON object. With `known` (the top-level fields the route reads), any
+    other field is ignored and reported (`http/ignored.py`)."""
     body = json_body(req, max_size, allow_empty)
     if body is None:
         return {}
     if not isinstance(body, dict):
         raise ValidationError("Request body must be a JSON object")
+    if known is not None:
+        ignored.note(req, "body", sorted(key for key in body if key not in known))
     return body
 
 

@@ -220,6 +220,12 @@ class PromMetrics:
             "LISTEN/NOTIFY listener: reconnects, errors (failures of any kind).",
             ["event"],
         )
+        self.ignored_parameters = Counter(
+            "queen_ignored_parameters_total",
+            "Query parameters and body fields a route does not know, ignored (http/ignored.py), "
+            "by route, kind (query, body) and name.",
+            ["route", "kind", "name"],
+        )
         self.start_time = Gauge(
             "queen_worker_start_time_seconds",
             "Start time of each worker process (one series per pid).",

@@ -8,6 +8,9 @@ from queen_threads.http.request import json_object, media
 from queen_threads.reads.body import changed_body, fetch_body
 from queen_threads.runtime import Runtime
 
+FETCH_FIELDS = ("entries", "maxBytes")
+CHANGED_FIELDS = ("entries",)
+
 
 class Fetch:
     """Records of up to 1024 partitions by offset, with each one's high watermark."""
@@ -16,7 +19,8 @@ class Fetch:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = fetch_body(json_object(req, self.runtime.settings.max_body_size))
+        raw = json_object(req, self.runtime.settings.max_body_size, known=FETCH_FIELDS)
+        body = fetch_body(raw)
         media(resp, self.runtime.reads.fetch(body))
 
 
@@ -27,7 +31,8 @@ class Changed:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = changed_body(json_object(req, self.runtime.settings.max_body_size))
+        raw = json_object(req, self.runtime.settings.max_body_size, known=CHANGED_FIELDS)
+        body = changed_body(raw)
         media(resp, self.runtime.reads.changed(body))
 
 
