@@ -106,6 +106,31 @@ def test_duplicates_and_transactions_keep_offsets_dense(srv: ServerProcess) -> N
     assert entry["highWatermark"] == 5
 
 
+def test_a_push_interleaving_partitions_numbers_each_in_order(srv: ServerProcess) -> None:
+    """A partition's offsets in one push span its items' positions: contiguous items are
+    numbered densely, interleaved ones keep their order with gaps, never a reuse."""
+    q = name("reads-mixed")
+    items = [{"queue": q, "partition": p, "payload": v}
+             for p, v in (("p", "a"), ("q", "b"), ("p", "c"), ("q", "d"), ("q", "e"))]  # fmt: skip
+    post(srv.url, "/push", {"items": items}, 201)
+    push(srv.url, q, "p", ["f"])
+    p_entry, q_entry = (fetch(srv.url, q, part) for part in ("p", "q"))
+    assert [(r["offset"], r["payload"]) for r in p_entry["records"]] == [
+        (0, "a"),
+        (2, "c"),
+        (3, "f"),
+    ]
+    assert p_entry["highWatermark"] == 4
+    assert [(r["offset"], r["payload"]) for r in q_entry["records"]] == [
+        (0, "b"),
+        (1, "d"),
+        (2, "e"),
+    ]
+    assert q_entry["highWatermark"] == 4
+    listed = changed(srv.url, q)["entries"][0]["partitions"]
+    assert {p["name"]: p["lastOffset"] for p in listed} == {"p": 3, "q": 3}
+
+
 def test_a_deleted_message_leaves_a_gap_and_its_offset_is_never_given_again(
     srv: ServerProcess,
 ) -> None:
