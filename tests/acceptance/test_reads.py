@@ -123,8 +123,8 @@ def test_a_push_interleaving_partitions_numbers_each_in_order(srv: ServerProcess
     assert p_entry["highWatermark"] == 4
     assert [(r["offset"], r["payload"]) for r in q_entry["records"]] == [
         (0, "b"),
-        (1, "d"),
-        (2, "e"),
+        (2, "d"),
+        (3, "e"),
     ]
     assert q_entry["highWatermark"] == 4
     listed = changed(srv.url, q)["entries"][0]["partitions"]
