@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "r", "u")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) take a minute or more each.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
@@ -54,6 +54,11 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
+    reads_partitions: int = 1000  # (r): partitions one fetch reads
+    reads_records: int = 3  # (r): records in each
+    reads_reps: int = 50  # (r): fetches per run
+    eph_messages: int = 20_000  # (u): messages pushed then popped, per kind
+    eph_batch: int = 100  # (u): messages per push and per pop
 
 
 FULL = Sizes()
@@ -74,6 +79,8 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    reads_reps=10,
+    eph_messages=5_000,
 )
 
 

@@ -1,9 +1,11 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (r)
+reads by offset (docs/reads.md) and (u) ephemeral against durable queues
+(docs/ephemeral.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, longpoll, push, streams
+from bench import analytics, consume, e2e, ephemeral, longpoll, push, reads, streams
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -36,5 +38,12 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
+        Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
+        Scenario(
+            "u",
+            "ephemeral against durable push/pop",
+            ephemeral.ephemeral_figures,
+            ephemeral.ephemeral_vs_durable,
+        ),
     )
 }

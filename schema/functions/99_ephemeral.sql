@@ -289,15 +289,34 @@ BEGIN
          WHERE r.queue = v_cfg.name;
     END IF;
 
-    -- New messages past the group's cursors.
-    WITH fresh AS MATERIALIZED (
-        SELECT m.id, m.partition, m.payload, m.created_at
-          FROM queen.ephemeral_messages m
+    -- New messages past the group's cursors: each partition read from its cursor on (an
+    -- index seek, whatever history the ring keeps before it), the partitions found by
+    -- skipping through the partition index, the oldest first across them.
+    WITH RECURSIVE parts AS (
+        (SELECT m.partition FROM queen.ephemeral_messages m
+          WHERE m.queue = v_cfg.name AND (v_part IS NULL OR m.partition = v_part)
+          ORDER BY m.partition LIMIT 1)
+        UNION ALL
+        SELECT (SELECT m.partition FROM queen.ephemeral_messages m
+                 WHERE m.queue = v_cfg.name AND m.partition > parts.partition
+                   AND v_part IS NULL
+                 ORDER BY m.partition LIMIT 1)
+          FROM parts WHERE parts.partition IS NOT NULL
+    ),
+    fresh AS MATERIALIZED (
+        SELECT x.*
+          FROM parts
           LEFT JOIN queen.ephemeral_cursors c
-            ON c.queue = m.queue AND c.grp = v_group AND c.partition = m.partition
-         WHERE m.queue = v_cfg.name AND (v_part IS NULL OR m.partition = v_part)
-           AND m.id > coalesce(c.last_id, 0)
-         ORDER BY m.id
+            ON c.queue = v_cfg.name AND c.grp = v_group AND c.partition = parts.partition
+         CROSS JOIN LATERAL (
+                SELECT m.id, m.partition, m.payload, m.created_at
+                  FROM queen.ephemeral_messages m
+                 WHERE m.queue = v_cfg.name AND m.partition = parts.partition
+                   AND m.id > coalesce(c.last_id, 0)
+                 ORDER BY m.id
+                 LIMIT greatest(v_batch - jsonb_array_length(v_retried), 0)) x
+         WHERE parts.partition IS NOT NULL
+         ORDER BY x.id
          LIMIT greatest(v_batch - jsonb_array_length(v_retried), 0)
     ),
     ready AS (
