@@ -252,6 +252,11 @@ DECLARE
     v_held    interval;
 BEGIN
     PERFORM queen._eph_expire(v_cfg);
+    -- The group is alive: retention drops only the cursors of groups that stopped popping
+    -- (written at most once a minute).
+    UPDATE queen.ephemeral_cursors c SET updated_at = now()
+     WHERE c.queue = v_cfg.name AND c.grp = v_group
+       AND c.updated_at < now() - interval '1 minute';
 
     -- Redeliveries: due in-flight messages of this group, oldest first.
     WITH due AS (
