@@ -1,7 +1,7 @@
 """Reads by offset (POST /api/v1/fetch) and partition discovery (POST
 /api/v1/partitions/changed) against the real gunicorn -k gevent server on real PostgreSQL.
 
-The server's retention runs every 300 ms, so a queue with retentionSeconds = 1 loses its old
+The server's retention runs every 300 ms, so a queue with retentionSeconds = 3 loses its old
 messages while a test waits for it (awaited as a condition, never slept for).
 """
 
@@ -20,10 +20,14 @@ import pytest
 
 from tests.support.server import ServerProcess
 
+ENCRYPTION_KEY = "cd" * 32
+
 
 @pytest.fixture(scope="module")
 def srv(module_dsn: str) -> Iterator[ServerProcess]:
-    with ServerProcess(module_dsn, workers=2, RETENTION_INTERVAL="300") as server:
+    with ServerProcess(
+        module_dsn, workers=2, RETENTION_INTERVAL="300", QUEEN_ENCRYPTION_KEY=ENCRYPTION_KEY
+    ) as server:
         yield server
 
 
@@ -148,7 +152,7 @@ def test_a_deleted_message_leaves_a_gap_and_its_offset_is_never_given_again(
 def test_reads_after_retention_start_at_the_oldest_kept_record(srv: ServerProcess) -> None:
     q = name("reads-retention")
     post(srv.url, "/configure",
-         {"queue": q, "options": {"retentionEnabled": True, "retentionSeconds": 1}})  # fmt: skip
+         {"queue": q, "options": {"retentionEnabled": True, "retentionSeconds": 3}})  # fmt: skip
     push(srv.url, q, "p", ["old-0", "old-1"])
     deadline = time.monotonic() + 20
     while fetch(srv.url, q, "p")["logStartOffset"] == 0 and time.monotonic() < deadline:
@@ -182,6 +186,25 @@ def test_byte_budgets_bound_an_answer_but_the_first_record_always_goes(srv: Serv
     a, b = post(srv.url, "/fetch", body)["entries"]
     assert [r["offset"] for r in a["records"]] == [0, 1]
     assert (b["records"], b["highWatermark"]) == ([], 3)
+
+
+def test_records_of_encrypted_queues_are_decrypted(srv: ServerProcess) -> None:
+    q = name("reads-encrypted")
+    post(srv.url, "/configure", {"queue": q, "options": {"encryptionEnabled": True}})
+    push(srv.url, q, "p", [{"secret": 1}, "two"])
+    assert [r["payload"] for r in fetch(srv.url, q, "p")["records"]] == [{"secret": 1}, "two"]
+    conn = psycopg2.connect(srv.env["DATABASE_URL"])
+    try:
+        with conn.cursor() as cur:  # stored encrypted: the route opened them
+            cur.execute(
+                "SELECT bool_and(m.is_encrypted AND m.payload ? 'encrypted') FROM queen.messages m"
+                " JOIN queen.partitions p ON p.id = m.partition_id"
+                " JOIN queen.queues qq ON qq.id = p.queue_id WHERE qq.name = %s",
+                (q,),
+            )
+            assert cur.fetchone() == (True,)
+    finally:
+        conn.close()
 
 
 def test_unknown_queues_and_partitions_answer_no_records(srv: ServerProcess) -> None:
