@@ -25,6 +25,7 @@ from typing import Any
 log = logging.getLogger("queen_threads.ephemeral")
 
 Watch = Callable[[list[str]], dict[str, list[Any]]]
+MAX_REMEMBERED = 10_000  # queues whose last expired lease is remembered
 
 
 class Gates:
@@ -83,7 +84,6 @@ class Gates:
             else:
                 self._waiting.pop(queue, None)
                 self._seen.pop(queue, None)
-                self._expiry_opened.pop(queue, None)
             if not self._waiting:
                 self._someone_waits.clear()
 
@@ -121,7 +121,10 @@ class Gates:
                     changed = True
                 self._seen[queue] = version
                 # A lease ran out: open once per expiry, not on every look while another
-                # group's expired lease sits there.
+                # group's expired lease sits there (remembered after the waiters left: a
+                # pop redelivers what expired before it waits).
+                if len(self._expiry_opened) > MAX_REMEMBERED:
+                    self._expiry_opened.clear()
                 if expired_at is not None and self._expiry_opened.get(queue) != expired_at:
                     self._expiry_opened[queue] = expired_at
                     changed = True
