@@ -103,8 +103,9 @@ $$;
 
 -- The time up to which every write is visible to a statement that starts after this call:
 -- the earlier of now and the start of the oldest transaction of this database that has
--- written something (holds a transaction id). A write stamps its partition's last_activity
--- after its transaction got its id, so a write still in flight can only commit with a
+-- written something (holds a transaction id) or is running a statement. A write stamps its
+-- partition's last_activity inside a statement of its transaction (the server's pushes
+-- after their transaction got its id), so a write still in flight can only commit with a
 -- last_activity at or after this time. Needs to see every writer's xact_start in
 -- pg_stat_activity: the server's own role, or a role with pg_read_all_stats (docs/reads.md).
 CREATE OR REPLACE FUNCTION queen._reads_safe_time()
@@ -117,7 +118,7 @@ BEGIN
     SELECT min(a.xact_start) INTO v_oldest
       FROM pg_stat_activity a
      WHERE a.datname = current_database()
-       AND a.backend_xid IS NOT NULL
+       AND (a.backend_xid IS NOT NULL OR a.state = 'active')
        AND a.pid <> pg_backend_pid();
     RETURN least(v_now, v_oldest);
 END;
