@@ -1,11 +1,11 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (r)
-reads by offset (docs/reads.md) and (u) ephemeral against durable queues
-(docs/ephemeral.md)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
+key/value and locks (docs/kv.md), (t) timers (docs/timers.md), (r) reads by offset
+(docs/reads.md) and (u) ephemeral against durable queues (docs/ephemeral.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, ephemeral, longpoll, push, reads, streams
+from bench import analytics, consume, e2e, ephemeral, kv, longpoll, push, reads, streams, timers
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -38,6 +38,8 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
+        Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
+        Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
         Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
         Scenario(
             "u",

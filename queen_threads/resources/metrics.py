@@ -29,12 +29,18 @@ class Metrics:
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
             "streamPolling": rt.streams.stats(),
+            "timers": rt.timers.stats(),
             "ephemeral": _ephemeral(rt),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
             "buffer": _buffer(rt),
-            "background": {**rt.operations.stats(), "metrics": rt.metrics_service.stats()},
+            "background": {
+                **rt.operations.stats(),
+                "metrics": rt.metrics_service.stats(),
+                "kvSweep": rt.kv_sweeper.stats(),
+            },
+            "kv": _kv(rt),
             "analytics": rt.collector.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
@@ -42,13 +48,27 @@ class Metrics:
         media(resp, body)
 
 
+def _kv(rt: Runtime) -> dict[str, object]:
+    """Keys, expired rows (swept and waiting) and live permits of the database; this
+    process's lock acquires by outcome."""
+    database: dict[str, object] = {"error": "database unreachable"}
+    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
+        try:
+            database = rt.kv.stats()
+        except Exception as exc:  # nor does a failed read break it
+            database = {"error": str(exc)}
+    return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
+
+
 def _ephemeral(rt: Runtime) -> dict[str, object]:
     """The ephemeral queues' depth, bytes, dropped and in-flight totals (one small query)
     and this process's waiting ephemeral pops."""
-    try:
-        return rt.ephemeral.totals()
-    except Exception as exc:  # the database being down must not break /metrics
-        return {"error": str(exc), "waitingPops": rt.ephemeral.gates.waiting()}
+    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
+        try:
+            return rt.ephemeral.totals()
+        except Exception as exc:  # nor does a failed read break it
+            return {"error": str(exc), "waitingPops": rt.ephemeral.gates.waiting()}
+    return {"error": "database unreachable", "waitingPops": rt.ephemeral.gates.waiting()}
 
 
 def _buffer(rt: Runtime) -> dict[str, object]:

@@ -24,15 +24,7 @@ FILES = [
     "test_transaction_lease_fencing.py",
 ]  # fmt: skip
 
-PENDING = {
-    "test_ack_commit.py": "issue 24: the ack commit rules of 2.6.0",
-    "test_ack_window.py": "issue 24: the ack and renew answers of 2.6.0",
-    "test_transaction_lease_fencing.py": "issue 24: lease fencing in transactions",
-    "test_kv.py": "issue 25: key/value is not built yet",
-    "test_locks.py": "issue 25: locks and semaphores are not built yet",
-    "test_timers.py": "issue 26: timers are not built yet",
-    "test_transaction_kv_timers.py": "issues 25 and 26: kv and timer riders of transactions",
-}
+PENDING: dict[str, str] = {}  # the files of features still being built: none
 
 _results: dict[str, list[Case]] = {}
 

@@ -65,6 +65,7 @@ def test_pop_takes_every_option_the_client_has() -> None:
     expected = {
         "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
         "subscriptionMode", "subscriptionFrom", "namespace", "task",
+        "autopilot", "leaseSeconds", "conflation",  # queen-mq 2.6.0
     }  # fmt: skip
     assert expected == POP
 
