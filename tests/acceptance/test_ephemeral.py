@@ -119,6 +119,24 @@ def test_a_lease_that_runs_out_redelivers_and_wakes_a_waiting_pop(srv: ServerPro
     assert 0.5 < waited < 3  # the lease's second, not the 10 s timeout
 
 
+def test_window_buffer_lets_a_waiting_pop_fatten_its_batch(srv: ServerProcess) -> None:
+    q = name("eph-window")
+    configure(srv, q, windowBuffer={"ms": 600, "count": 3})
+    push(srv, q, ["a"])
+    started = time.monotonic()
+    held = pop(srv, q, wait="true", timeout=5000, autoAck="true")
+    waited = time.monotonic() - started
+    assert [m["payload"] for m in held] == ["a"]
+    assert 0.4 < waited < 3  # held for the window's 600 ms, not the 5 s timeout
+    push(srv, q, ["b", "c", "d"])
+    started = time.monotonic()
+    full = pop(srv, q, wait="true", timeout=5000, autoAck="true")
+    assert [m["payload"] for m in full] == ["b", "c", "d"]
+    assert time.monotonic() - started < 0.5  # count reached: no wait
+    push(srv, q, ["e"])
+    assert [m["payload"] for m in pop(srv, q, autoAck="true")] == ["e"]  # no wait, no window
+
+
 def test_groups_have_their_own_cursors(srv: ServerProcess) -> None:
     q = name("eph-groups")
     push(srv, q, [1, 2, 3, 4])
