@@ -15,6 +15,8 @@ import httpx
 import psycopg2
 import pytest
 
+from queen_threads import migrate
+from queen_threads.embedded import EmbeddedPostgres
 from tests.support.server import ServerProcess
 
 API = "/api/v1/ephemeral"
@@ -306,3 +308,30 @@ def test_bad_input_is_a_400_and_changes_nothing(
     answer = call(srv, method, path, 400, **kw)
     assert message in answer["error"]
     assert call(srv, "GET", "/queues") == before
+
+
+def test_a_postgres_crash_empties_the_rings_and_keeps_the_configuration(
+    private_pg: EmbeddedPostgres,
+) -> None:
+    """The contract of the class on a PostgreSQL of the test's own, stopped in immediate
+    mode (a crash: the UNLOGGED rings are emptied at the next start)."""
+    migrate.migrate(private_pg.dsn)
+    with ServerProcess(private_pg.dsn, workers=1) as server:
+        q = name("eph-crash")
+        configure(server, q, maxLength=42, retryLimit=5)
+        push(server, q, ["lost"])
+        taken = pop(server, q, batch=1)
+        private_pg.stop("immediate")
+        private_pg.restart()  # same port: the server reconnects
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the server's pool reconnects by itself
+            if httpx.get(f"{server.url}/health", timeout=5).status_code == 200:
+                break
+            time.sleep(0.2)
+        gauges = depth(server, q)
+        assert (gauges["declared"], gauges["depth"], gauges["inFlight"]) == (True, 0, 0)
+        assert (gauges["options"]["maxLength"], gauges["options"]["retryLimit"]) == (42, 5)
+        assert pop(server, q) == []
+        assert ack(server, q, [{"id": taken[0]["id"]}]) == ["stale"]
+        push(server, q, ["after"])
+        assert [m["payload"] for m in pop(server, q)] == ["after"]
