@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "s", "t")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "r", "s", "t", "u")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
 # (s) needs the official client (the streaming SDK, a test extra).
@@ -68,6 +68,11 @@ class Sizes:
     sdk_partitions: int = 10  # (s): source partitions
     sdk_batch: int = 200  # (s): the SDK's pop batch (its default)
     sdk_pop_partitions: int = 4  # (s): partitions per pop (the SDK's default)
+    reads_partitions: int = 1000  # (r): partitions one fetch reads
+    reads_records: int = 3  # (r): records in each
+    reads_reps: int = 50  # (r): fetches per run
+    eph_messages: int = 20_000  # (u): messages pushed then popped, per kind
+    eph_batch: int = 100  # (u): messages per push and per pop
 
 
 FULL = Sizes()
@@ -93,6 +98,8 @@ QUICK = Sizes(
     timer_spread_s=10.0,
     timer_lead_s=3.0,
     sdk_messages=4_000,
+    reads_reps=10,
+    eph_messages=5_000,
 )
 
 
@@ -182,10 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,s,t (default: all but i, which starts a"
-        " second server, j, which fills the database with a week of analytics, the streams"
-        " scenarios k and l, m, key/value and locks, s, the streaming SDK, and the timers"
-        " scenario t)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,r,s,t,u (default: all but i, which starts"
+        " a second server, j, which fills the database with a week of analytics, the streams"
+        " scenarios k and l, m, key/value and locks, r, reads by offset, s, the streaming SDK,"
+        " t, timers, and u, ephemeral queues)",
     )
     p.add_argument(
         "--ceilings",

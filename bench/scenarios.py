@@ -1,11 +1,24 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
 (j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
 key/value and locks (docs/kv.md), (s) the official client's streaming SDK (docs/streams.md),
-(t) timers (docs/timers.md)."""
+(t) timers (docs/timers.md), (r) reads by offset (docs/reads.md) and (u) ephemeral against
+durable queues (docs/ephemeral.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, kv, longpoll, push, sdk, streams, timers
+from bench import (
+    analytics,
+    consume,
+    e2e,
+    ephemeral,
+    kv,
+    longpoll,
+    push,
+    reads,
+    sdk,
+    streams,
+    timers,
+)
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -41,5 +54,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
         Scenario("s", "streaming SDK pipeline vs raw pop + ack", sdk.sdk_figures, sdk.sdk_pipeline),
         Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
+        Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
+        Scenario(
+            "u",
+            "ephemeral against durable push/pop",
+            ephemeral.ephemeral_figures,
+            ephemeral.ephemeral_vs_durable,
+        ),
     )
 }

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.ephemeral import routes as ephemeral
 from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.middleware import RequestContext
+from queen_threads.reads import routes as reads
 from queen_threads.resources import (
     admin,
     analytics,
@@ -61,6 +63,8 @@ def create_app(runtime: Runtime) -> falcon.App:
     streams_sdk.register(app, runtime)
     kv.register(app, runtime, API)
     timers.register(app, runtime, API)
+    reads.register(app, runtime, API)
+    ephemeral.register(app, runtime, API)
     analytics.register(app, runtime.analytics, runtime.admin, API)
     dashboard.register(app, runtime.settings)
     return app

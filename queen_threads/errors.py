@@ -4,7 +4,11 @@ from __future__ import annotations
 
 
 class QueenError(Exception):
-    """Root of every error queen-threads raises on purpose."""
+    """Root of every error queen-threads raises on purpose. `code`, when a class sets it, is
+    a stable identifier the error body carries beside the message (`{"error", "code"}`),
+    for clients that branch on a code and never on prose."""
+
+    code: str | None = None
 
 
 class ConfigError(QueenError):
@@ -39,12 +43,28 @@ class NotFound(QueenError):
     """The addressed resource does not exist (answered 404)."""
 
 
+class EphemeralQueueNotFound(NotFound):
+    """The ephemeral queue has neither configuration nor contents (answered 404)."""
+
+    code = "ephemeral_queue_not_found"
+
+
 class Conflict(QueenError):
     """The request contradicts the current state (answered 409)."""
 
 
 class PayloadTooLarge(QueenError):
     """The request body is over MAX_BODY_SIZE (answered 413)."""
+
+
+class TooManyRequests(QueenError):
+    """A bound refuses the request for now; the client may retry (answered 429 with
+    `Retry-After`)."""
+
+    def __init__(self, message: str, retry_after: int = 1, code: str | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.code = code
 
 
 class Unavailable(QueenError):

@@ -23,6 +23,7 @@ from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
+from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.kv import KvStore, kv_sweep_service
 from queen_threads.metrics import (
@@ -50,6 +51,7 @@ from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.streams import Streams
+from queen_threads.reads import ReadStore
 from queen_threads.settings import Settings
 from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
 from queen_threads.wake.interest import WakeInterest
@@ -123,6 +125,8 @@ class Runtime:
             on_decryption_error=self.store.decryption_failed,
         )
         self.queues = QueueService(self.store, self.polling)
+        self.reads = ReadStore(self.db, cipher)
+        self.ephemeral = EphemeralQueues(EphemeralStore(self.db))
         self.queues.on_push_results = count_buffered
         # Streams wait on the same response queues; pushes into their sources wake them.
         self.streams = Streams(
@@ -330,6 +334,7 @@ class Runtime:
             self._schema_retry.set()
             self.polling.stop(timeout=1.0)
             self.streams.stop(timeout=1.0)
+            self.ephemeral.stop()
             self.interest.stop()
             self.listener.stop()
             self.peers.stop()

@@ -455,7 +455,11 @@ class Settings:
         "Messages (and partitions) per retention batch: one statement and transaction each.",
     )
     eviction_interval_ms: int = env(
-        "EVICTION_INTERVAL", 60000, _int(100), "Period of the maxWaitTimeSeconds eviction, ms."
+        "EVICTION_INTERVAL",
+        60000,
+        _int(100),
+        "Period of the maxWaitTimeSeconds eviction and of the ephemeral queues' retention "
+        "(ttlSeconds, idle groups, their metrics), ms.",
     )
     eviction_batch_size: int = env(
         "EVICTION_BATCH_SIZE", 1000, _int(1, 100000), "Messages per eviction batch."

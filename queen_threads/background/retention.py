@@ -8,8 +8,11 @@ RetentionService, every RETENTION_INTERVAL:
   3. `partition_cleanup`: empty partitions with no push for PARTITION_CLEANUP_DAYS;
   4. retention history older than METRICS_RETENTION_DAYS.
 EvictionService, every EVICTION_INTERVAL:
-  `max_wait_time_eviction`: messages older than the queue's maxWaitTimeSeconds that queue
-  mode has not consumed (pop never delivers them any more); they are deleted.
+  1. `max_wait_time_eviction`: messages older than the queue's maxWaitTimeSeconds that
+     queue mode has not consumed (pop never delivers them any more); they are deleted;
+  2. `ephemeral`: messages of ephemeral queues past their ttlSeconds, and the cursors of
+     ephemeral groups idle for EPHEMERAL_GROUP_IDLE_SECONDS (docs/ephemeral.md); the
+     answer carries the ephemeral totals the metrics show.
 
 Each step is a loop of bounded batches (at most the batch size of messages per statement
 and transaction) until a batch comes back short, so no lock is held for long.
@@ -121,8 +124,14 @@ class RetentionJob:
         }
 
 
+EPHEMERAL_GROUP_IDLE_SECONDS = 3600
+"""An ephemeral group that has not popped for this long stops holding messages in the ring
+(its cursors are dropped; it starts again from the oldest kept message)."""
+
+
 class EvictionJob:
-    """One eviction cycle: messages that waited longer than maxWaitTimeSeconds."""
+    """One eviction cycle: messages that waited longer than maxWaitTimeSeconds, and the
+    ephemeral queues' expired messages and idle groups."""
 
     name = "eviction"
 
@@ -132,7 +141,8 @@ class EvictionJob:
 
     def run(self, session: Session) -> dict[str, Any]:
         evicted = cleanup_messages(session, "max_wait_time_eviction", self.batch_size, self.stop)
-        return {"deleted": evicted.deleted, "eviction": evicted.as_dict()}
+        ephemeral = session.json("ephemeral_retention", (EPHEMERAL_GROUP_IDLE_SECONDS,))
+        return {"deleted": evicted.deleted, "eviction": evicted.as_dict(), "ephemeral": ephemeral}
 
 
 class RetentionServices:

@@ -49,6 +49,18 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/kv": {"POST": RW},
     f"{API}/kv/{{ns}}/{{key:path}}": {"GET": RO, "PUT": RW, "DELETE": RW},
     f"{API}/locks": {"POST": RW},
+    # reads by offset: they change nothing
+    f"{API}/fetch": {"POST": RO},
+    f"{API}/partitions/changed": {"POST": RO},
+    # ephemeral queues: gauges read-only, deleting a queue (and its configuration) admin
+    f"{API}/ephemeral/configure": {"POST": RW},
+    f"{API}/ephemeral/reset": {"POST": RW},
+    f"{API}/ephemeral/push": {"POST": RW},
+    f"{API}/ephemeral/pop": {"GET": RW},
+    f"{API}/ephemeral/ack": {"POST": RW},
+    f"{API}/ephemeral/queues": {"GET": RO},
+    f"{API}/ephemeral/queues/{{queue}}/depth": {"GET": RO},
+    f"{API}/ephemeral/queue/{{queue}}": {"DELETE": ADMIN},
     # streams: consuming is read-write, reading read-only, deleting admin
     f"{API}/stream/define": {"POST": RW},
     f"{API}/stream/poll": {"POST": RW},

@@ -19,6 +19,7 @@ from queen_threads.errors import (
     NotFound,
     PayloadTooLarge,
     QueenError,
+    TooManyRequests,
     Unavailable,
     ValidationError,
 )
@@ -32,6 +33,7 @@ _STATUS: list[tuple[type[QueenError], int]] = [
     (NotFound, 404),
     (Conflict, 409),
     (PayloadTooLarge, 413),
+    (TooManyRequests, 429),
     (Unavailable, 503),
     (DatabaseError, 500),
 ]
@@ -62,7 +64,7 @@ def handle_queen_error(
     req: falcon.Request, resp: falcon.Response, ex: QueenError, params: dict[str, Any]
 ) -> None:
     status = next((code for cls, code in _STATUS if isinstance(ex, cls)), 500)
-    if isinstance(ex, Unavailable):
+    if isinstance(ex, Unavailable | TooManyRequests):
         resp.set_header("Retry-After", str(ex.retry_after))
     elif isinstance(ex, AuthenticationFailed):
         resp.set_header("WWW-Authenticate", "Bearer")
@@ -70,7 +72,9 @@ def handle_queen_error(
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
     extra = None
     if isinstance(ex, CodedValidationError):
-        extra = {"code": ex.code, "reason": ex.reason, "detail": ex.detail}
+        extra = {"code": ex.code or "", "reason": ex.reason, "detail": ex.detail}
+    elif ex.code:
+        extra = {"code": ex.code}
     _respond(req, resp, status, str(ex) or type(ex).__name__, extra)
 
 

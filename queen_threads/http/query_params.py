@@ -52,6 +52,20 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/kv": {"POST": NONE},
     f"{API}/kv/{{ns}}/{{key:path}}": {"GET": NONE, "PUT": NONE, "DELETE": frozenset({"expect"})},
     f"{API}/locks": {"POST": NONE},
+    # reads by offset
+    f"{API}/fetch": {"POST": NONE},
+    f"{API}/partitions/changed": {"POST": NONE},
+    # ephemeral queues
+    f"{API}/ephemeral/configure": {"POST": NONE},
+    f"{API}/ephemeral/reset": {"POST": NONE},
+    f"{API}/ephemeral/push": {"POST": NONE},
+    f"{API}/ephemeral/pop": {
+        "GET": frozenset({"queue", "partition", "batch", "wait", "timeout", "group", "autoAck"})
+    },
+    f"{API}/ephemeral/ack": {"POST": NONE},
+    f"{API}/ephemeral/queues": {"GET": NONE},
+    f"{API}/ephemeral/queues/{{queue}}/depth": {"GET": NONE},
+    f"{API}/ephemeral/queue/{{queue}}": {"DELETE": NONE},
     # streams
     f"{API}/stream/define": {"POST": NONE},
     f"{API}/stream/poll": {"POST": NONE},

@@ -31,6 +31,7 @@ PAGES: dict[str, frozenset[str]] = {
     "/groups": frozenset({"q", "group"}),
     "/streams": frozenset({"stream"}),
     "/timers": frozenset({"queue"}),
+    "/ephemeral": frozenset({"queue"}),
     "/traces": frozenset({"name", "partitionId", "transactionId"}),
     "/system": NONE,
 }

@@ -131,6 +131,28 @@ class PromMetrics:
             multiprocess_mode="max",
         )
         # Per-process state, summed over live processes.
+        # The ephemeral queues of the database, as the eviction job last read them.
+        self.ephemeral_messages = Gauge(
+            "queen_ephemeral_messages",
+            "Messages held by the ephemeral queues' rings (depth).",
+            multiprocess_mode="mostrecent",
+        )
+        self.ephemeral_bytes = Gauge(
+            "queen_ephemeral_bytes",
+            "Payload bytes held by the ephemeral queues' rings.",
+            multiprocess_mode="mostrecent",
+        )
+        self.ephemeral_dropped = Gauge(
+            "queen_ephemeral_dropped",
+            "Ephemeral messages dropped (bounds, ttl, retry limit) since the rings were "
+            "created; a crash of PostgreSQL starts it again (the rings are UNLOGGED).",
+            multiprocess_mode="mostrecent",
+        )
+        self.ephemeral_in_flight = Gauge(
+            "queen_ephemeral_in_flight",
+            "Ephemeral messages handed out with explicit ack and not acked yet.",
+            multiprocess_mode="mostrecent",
+        )
         self.processes = Gauge(
             "queen_worker_processes", "Live worker processes.", multiprocess_mode="livesum"
         )

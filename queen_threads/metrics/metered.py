@@ -329,6 +329,9 @@ def observe_service(service: str, outcome: RunOutcome) -> None:
         step = result.get(key)
         if isinstance(step, dict) and step.get("deleted"):
             metrics.cleanup_deleted.labels(kind).inc(int(step["deleted"]))
+    ephemeral = result.get("ephemeral")
+    if isinstance(ephemeral, dict):
+        observe_ephemeral(ephemeral)
     if result.get("partitionsDeleted"):
         metrics.partitions_deleted.inc(int(result["partitionsDeleted"]))
     if result.get("kvExpired"):
@@ -340,3 +343,15 @@ def count_lock_acquires(counts: dict[str, int]) -> None:
     metrics = prom()
     for outcome, n in counts.items():
         metrics.lock_acquires.labels(outcome).inc(int(n))
+
+
+def observe_ephemeral(totals: dict[str, Any]) -> None:
+    """The ephemeral queues' totals, as the eviction job read them (one process at a time
+    runs it, so the gauges keep the most recent value of any process)."""
+    metrics = prom()
+    metrics.ephemeral_messages.set(int(totals.get("depth") or 0))
+    metrics.ephemeral_bytes.set(int(totals.get("bytes") or 0))
+    metrics.ephemeral_dropped.set(int(totals.get("dropped") or 0))
+    metrics.ephemeral_in_flight.set(int(totals.get("inFlight") or 0))
+    if totals.get("expired"):
+        metrics.cleanup_deleted.labels("ephemeral_ttl").inc(int(totals["expired"]))

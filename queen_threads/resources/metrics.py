@@ -30,6 +30,7 @@ class Metrics:
             "longPolling": rt.polling.stats(),
             "streamPolling": rt.streams.stats(),
             "timers": rt.timers.stats(),
+            "ephemeral": _ephemeral(rt),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
@@ -57,6 +58,17 @@ def _kv(rt: Runtime) -> dict[str, object]:
         except Exception as exc:  # nor does a failed read break it
             database = {"error": str(exc)}
     return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
+
+
+def _ephemeral(rt: Runtime) -> dict[str, object]:
+    """The ephemeral queues' depth, bytes, dropped and in-flight totals (one small query)
+    and this process's waiting ephemeral pops."""
+    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
+        try:
+            return rt.ephemeral.totals()
+        except Exception as exc:  # nor does a failed read break it
+            return {"error": str(exc), "waitingPops": rt.ephemeral.gates.waiting()}
+    return {"error": "database unreachable", "waitingPops": rt.ephemeral.gates.waiting()}
 
 
 def _buffer(rt: Runtime) -> dict[str, object]:

@@ -45,17 +45,22 @@ DECLARE
     v_fast    boolean := false;
     v_floor   timestamptz;
     v_map     jsonb;
+    v_shifts  jsonb;
+    v_shift   bigint;
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
         RETURN '[]'::json;
     END IF;
 
-    -- 0. The request's distinct (queue, partition) pairs, read from the items once.
-    SELECT jsonb_agg(jsonb_build_array(s.qn, s.pn) ORDER BY s.qn, s.pn)
+    -- 0. The request's distinct (queue, partition) pairs, read from the items once, with the
+    --    0-based positions of each pair's first and last item (its span, for offsets).
+    SELECT jsonb_agg(jsonb_build_array(s.qn, s.pn, s.first, s.last) ORDER BY s.qn, s.pn)
       INTO v_pairs
-      FROM (SELECT DISTINCT e ->> 'queue' AS qn,
-                            coalesce(nullif(e ->> 'partition', ''), 'Default') AS pn
-              FROM jsonb_array_elements(p_items) e) s;
+      FROM (SELECT o.e ->> 'queue' AS qn,
+                   coalesce(nullif(o.e ->> 'partition', ''), 'Default') AS pn,
+                   min(o.n) - 1 AS first, max(o.n) - 1 AS last
+              FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+             GROUP BY 1, 2) s;
 
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     INSERT INTO queen.queues (name, namespace, task)
@@ -79,6 +84,11 @@ BEGIN
     -- 3. Serialize pushes per partition (and per capped queue, so the capacity check is
     --    exact): lock in id order, queues before partitions. Ids and the timestamp are drawn
     --    after the locks, so within a partition (created_at, id) follows commit order.
+    --    The same update reserves the partition's next offsets (0015), as many as the span of
+    --    its items in the request (last - first + 1: its item count when they are
+    --    contiguous, as in every push of a client that pushes one partition per request).
+    --    The fast path numbers an item base + its position - first, with no sort; the
+    --    general path numbers the stored items densely and gives back the rest (step 4).
     PERFORM 1
        FROM queen.queues q
       WHERE q.max_queue_size > 0
@@ -87,7 +97,7 @@ BEGIN
         FOR NO KEY UPDATE;
 
     WITH tgt AS (
-        SELECT p.id
+        SELECT p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
           FROM queen.partitions p
           JOIN queen.queues q ON q.id = p.queue_id
           JOIN jsonb_array_elements(v_pairs) pr ON pr ->> 0 = q.name AND pr ->> 1 = p.name
@@ -95,7 +105,7 @@ BEGIN
            FOR NO KEY UPDATE OF p
     )
     UPDATE queen.partitions p
-       SET last_activity = clock_timestamp()
+       SET last_activity = clock_timestamp(), next_offset = p.next_offset + tgt.span
       FROM tgt
      WHERE p.id = tgt.id;
 
@@ -103,16 +113,23 @@ BEGIN
     -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
     -- within the request, makes its INSERT fail: the caller runs the push again with
     -- p_probe, on the general path below.
-    -- The map {queue: {partition: id}} is nested, so that no name is joined with another.
+    -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
+    -- position 0}} are nested, so that no name is joined with another. A push to one
+    -- partition (most) takes its offsets from one number instead of a map lookup per item.
     IF p_compact AND NOT p_probe THEN
         SELECT bool_and(x.ok), max(x.floor),
-               jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL)
-          INTO v_fast, v_floor, v_map
+               jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
+               jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
+               min(x.shift)
+          INTO v_fast, v_floor, v_map, v_shifts, v_shift
           FROM (SELECT pr ->> 0 AS qn,
                        bool_and(coalesce(p.id IS NOT NULL AND q.max_queue_size <= 0
                                          AND NOT q.encryption_enabled, false)) AS ok,
                        max(pl.last_message_created_at) AS floor,
-                       jsonb_object_agg(pr ->> 1, p.id) AS parts
+                       jsonb_object_agg(pr ->> 1, p.id) AS parts,
+                       jsonb_object_agg(pr ->> 1, p.next_offset - (pr ->> 3)::bigint - 1)
+                           AS shifts,
+                       min(p.next_offset - (pr ->> 3)::bigint - 1) AS shift
                   FROM jsonb_array_elements(v_pairs) pr
                   LEFT JOIN queen.queues q ON q.name = pr ->> 0
                   LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
@@ -127,10 +144,17 @@ BEGIN
         v_ts := greatest(v_ts, v_floor);
         -- Ids drawn in input order (volatile select-list items are computed after ORDER
         -- BY), so the answer needs no RETURNING joined back to the items.
+        IF jsonb_array_length(v_pairs) > 1 THEN
+            v_shift := NULL;
+        END IF;
         WITH n AS MATERIALIZED (
             SELECT (o.n - 1)::integer AS idx, o.e,
                    (v_map -> (o.e ->> 'queue')
                           ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
+                   coalesce(v_shift,
+                            (v_shifts -> (o.e ->> 'queue')
+                                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
+                   + o.n - 1 AS off,
                    coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
                    o.e ->> 'transactionId' IS NULL AS txn_generated,
                    queen._try_uuid(o.e ->> 'traceId') AS trace_id,
@@ -141,11 +165,11 @@ BEGIN
         ins AS (
             INSERT INTO queen.messages
                    (id, transaction_id, partition_id, payload, trace_id, producer_sub,
-                    is_encrypted, created_at)
+                    is_encrypted, created_at, partition_offset)
             OVERRIDING SYSTEM VALUE
             SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
                    nullif(n.e ->> 'producerSub', ''),
-                   coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts
+                   coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
               FROM n
         )
         SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
@@ -179,11 +203,15 @@ BEGIN
     ),
     mapped AS MATERIALIZED (
         SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
+               -- the partition's first reserved offset (step 3)
+               p.next_offset - (pr.x ->> 3)::bigint + (pr.x ->> 2)::bigint - 1 AS base,
                q.namespace AS ns, q.task AS tk,
                coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc
           FROM items i
           LEFT JOIN queen.queues q ON q.name = i.qn
           LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
+          LEFT JOIN jsonb_array_elements(v_pairs) pr(x)
+                 ON pr.x ->> 0 = i.qn AND pr.x ->> 1 = i.pn
     ),
     -- The first item of each (partition, transactionId) in the request, the one stored:
     -- a hash aggregate over narrow columns, cheaper than a window over the wide rows
@@ -223,14 +251,26 @@ BEGIN
     ),
     ins AS (
         INSERT INTO queen.messages
-               (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+               (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
+                created_at, partition_offset)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
-               greatest(v_ts, pl.last_message_created_at)
+               greatest(v_ts, pl.last_message_created_at),
+               c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
           FROM cand c
           LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
          ORDER BY c.idx
         RETURNING id, partition_id, transaction_id, trace_id
+    ),
+    -- Offsets reserved for items that were not stored go back: the partition's next offset
+    -- is one past the last one stored (offsets stay dense).
+    unreserve AS (
+        UPDATE queen.partitions p
+           SET next_offset = b.base + coalesce(s.n, 0)
+          FROM (SELECT DISTINCT mp.pid, mp.base FROM mapped mp WHERE mp.pid IS NOT NULL) b
+          LEFT JOIN (SELECT partition_id, count(*) AS n FROM ins GROUP BY 1) s
+                 ON s.partition_id = b.pid
+         WHERE p.id = b.pid AND p.next_offset <> b.base + coalesce(s.n, 0)
     ),
     res AS (
         SELECT mp.idx, mp.qn, mp.pn, mp.ns, mp.tk, mp.txn, mp.txn_generated, mp.pid,

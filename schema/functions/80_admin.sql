@@ -166,18 +166,23 @@ DECLARE
     v_tail_ts timestamptz;
     v_tail_id bigint;
     v_new     queen.messages;
+    v_offset  bigint;
 BEGIN
     SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
       FROM queen.partition_lookup pl WHERE pl.partition_id = p_msg.partition_id;
 
+    UPDATE queen.partitions
+       SET last_activity = clock_timestamp(), next_offset = next_offset + 1
+     WHERE id = p_msg.partition_id
+    RETURNING next_offset - 1 INTO v_offset;
+
     INSERT INTO queen.messages
-           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted, created_at)
+           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
+            created_at, partition_offset)
     VALUES (p_msg.transaction_id || ':retry:' || left(replace(gen_random_uuid()::text, '-', ''), 12),
             p_msg.partition_id, p_msg.payload, p_msg.trace_id, p_msg.producer_sub,
-            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts))
+            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts), v_offset)
     RETURNING * INTO v_new;
-
-    UPDATE queen.partitions SET last_activity = clock_timestamp() WHERE id = p_msg.partition_id;
 
     IF v_tail_id IS NOT NULL THEN
         UPDATE queen.partition_consumers pc

@@ -43,6 +43,7 @@ PAGES = [
     ("/groups", "Consumer groups", "#groups tbody tr"),
     ("/streams", "Streams", "#streams tbody tr"),
     ("/timers", "Timers", "#timer-queues tbody tr"),
+    ("/ephemeral", "Ephemeral", "#ephemeral-queues tbody tr"),
     ("/traces", "Traces", "#trace-names li"),
     ("/system", "System", "#process dl"),
 ]
@@ -110,6 +111,8 @@ def seeded(srv: ServerProcess) -> None:
     api.post("/timers", {"operations": [
         {"op": "schedule", "queue": "orders", "timerKey": f"order:eu-{i}:expire",
          "payload": payload, "delayMs": 600_000 * (i + 1)} for i in range(3)]})  # fmt: skip
+    api.post("/ephemeral/configure", {"queue": "presence", "options": {"maxLength": 100}})
+    api.post("/ephemeral/push", {"queue": "presence", "messages": [{"payload": {"user": "a"}}]})
     api.close()
 
 

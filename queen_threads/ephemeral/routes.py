@@ -1,0 +1,95 @@
+"""/api/v1/ephemeral/*: configure, reset, push, pop, ack, queues, depth, delete
+(docs/ephemeral.md)."""
+
+from __future__ import annotations
+
+import falcon
+
+from queen_threads import validation as v
+from queen_threads.ephemeral import body
+from queen_threads.http.request import bool_param, int_param, json_object, media, str_param
+from queen_threads.runtime import Runtime
+
+
+class _Route:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+        self.queues = runtime.ephemeral
+
+    fields: tuple[str, ...] = ()
+    """The top-level body fields the route reads (others are ignored and reported)."""
+
+    def _body(self, req: falcon.Request) -> dict[str, object]:
+        return json_object(req, self.runtime.settings.max_body_size, known=self.fields)
+
+
+class Configure(_Route):
+    fields = ("queue", "options")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.queues.configure(body.configure_body(self._body(req))))
+
+
+class Reset(_Route):
+    fields = ("queue",)
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.queues.reset(body.queue_name(self._body(req))))
+
+
+class Push(_Route):
+    fields = ("queue", "partition", "messages")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.queues.push(body.push_body(self._body(req))), 201)
+
+
+class Pop(_Route):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        s = self.runtime.settings
+        wait = bool_param(req, "wait")
+        timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
+        query = body.PopQuery(
+            queue=v.name(str_param(req, "queue"), "queue"),
+            partition=v.optional_name(str_param(req, "partition"), "Partition"),
+            group=v.optional_name(str_param(req, "group"), "Group", body.GROUP_QUEUE_MODE)
+            or body.GROUP_QUEUE_MODE,
+            batch=int_param(req, "batch", 1, 1, body.MAX_BATCH),
+            auto_ack=bool_param(req, "autoAck"),
+            wait_ms=min(timeout, s.max_timeout_ms) if wait else 0,
+        )
+        media(resp, self.queues.pop(query))
+
+
+class Ack(_Route):
+    fields = ("queue", "group", "acks")
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.queues.ack(body.ack_body(self._body(req))))
+
+
+class Queues(_Route):
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        media(resp, self.queues.queues())
+
+
+class Depth(_Route):
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        media(resp, self.queues.depth(v.name(queue, "queue")))
+
+
+class Queue(_Route):
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        media(resp, self.queues.delete(v.name(queue, "queue")))
+
+
+def register(app: falcon.App, runtime: Runtime, api: str) -> None:
+    base = f"{api}/ephemeral"
+    app.add_route(f"{base}/configure", Configure(runtime))
+    app.add_route(f"{base}/reset", Reset(runtime))
+    app.add_route(f"{base}/push", Push(runtime))
+    app.add_route(f"{base}/pop", Pop(runtime))
+    app.add_route(f"{base}/ack", Ack(runtime))
+    app.add_route(f"{base}/queues", Queues(runtime))
+    app.add_route(f"{base}/queues/{{queue}}/depth", Depth(runtime))
+    app.add_route(f"{base}/queue/{{queue}}", Queue(runtime))
