@@ -15,10 +15,21 @@ from queen_threads.queue.store import QueueStore
 def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict[str, Any]:
     """The stored function's pop request for one waiting intention (its own lease). Never
     acknowledged on delivery here: an autoAck long poll is acknowledged once its answer
-    was written to the client (resources/pop.py), so a departed client loses nothing."""
-    return intention.request.arguments(
+    was written to the client (resources/pop.py), so a departed client loses nothing.
+    An empty pop reports its due time (`due`, schema/functions/29_pop_due.sql)."""
+    arguments = intention.request.arguments(
         str(uuid.uuid4()), idx=idx, stop_on_empty=stop_on_empty, auto_ack=False
     )
+    arguments["due"] = True
+    return arguments
+
+
+def empty_result(request_id: str, result: dict[str, Any]) -> PopResult:
+    """A 204 with the pop's due time (`dueInMs`, from the database's now) and whether a
+    concurrent transaction held a candidate (`contended`)."""
+    due_ms = result.get("dueInMs")
+    due_in = due_ms / 1000.0 if isinstance(due_ms, int | float) else None
+    return PopResult(request_id, 204, None, due_in=due_in, contended=bool(result.get("contended")))
 
 
 def auto_ack_answer(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:
@@ -80,7 +91,7 @@ class DbPopper:
                     )
                 )
             else:
-                out.append(PopResult(intention.request_id, 204, None))
+                out.append(empty_result(intention.request_id, result))
         return out
 
     def release(self, lease_ids: Sequence[str]) -> None:

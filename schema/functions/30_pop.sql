@@ -5,11 +5,15 @@
 --           consumerGroup (default "__QUEUE_MODE__"), batch (default 1),
 --           partitions (default 1; claim up to N partitions, batch is the global cap),
 --           leaseId (uuid), leaseSeconds (default: the queue's leaseTime, else 60), autoAck,
---           subscriptionMode|null, subscriptionFrom|null, stopOnEmpty}
+--           subscriptionMode|null, subscriptionFrom|null, stopOnEmpty, due}
 -- Result:  {idx, success, leaseId ('' if autoAck or nothing delivered), queue, partition,
 --           partitionId, consumerGroup, partitionsClaimed, skipped, messages:[{id, transactionId,
 --           partitionId, partition, queue, leaseId, consumerGroup, data, traceId, producerSub,
 --           retryCount, createdAt, isEncrypted}]}
+--           + with `due` (a long poll's pop) and nothing delivered: dueInMs (from now() until
+--           something in scope may become available, queen._pop_due; absent: nothing is due
+--           later) and contended (a candidate was held by a concurrent transaction, whose
+--           outcome, a lease for one, this pop could not see: pop again soon).
 CREATE OR REPLACE FUNCTION queen._pop_one(p_req jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -43,6 +47,8 @@ DECLARE
     v_hi_ts      timestamptz;
     v_mw_ts      timestamptz;
     v_lease_secs integer;
+    v_contended  boolean := false;
+    v_due        timestamptz;
 BEGIN
     IF v_lease IS NULL THEN
         v_lease := gen_random_uuid();
@@ -180,6 +186,7 @@ BEGIN
                FOR UPDATE OF pc SKIP LOCKED;
             IF NOT FOUND THEN
                 v_tried := v_tried || v_cands;
+                v_contended := true;
                 CONTINUE;
             END IF;
 
@@ -280,6 +287,17 @@ BEGIN
             v_claimed := v_claimed + 1;
             v_remaining := v_remaining - s.n;
         END LOOP;
+    END IF;
+
+    IF v_claimed = 0 AND cardinality(v_parts) > 0
+       AND coalesce(queen._jbool(p_req -> 'due', false), false) THEN
+        v_due := queen._pop_due(v_parts, v_group, v_now);
+        RETURN jsonb_build_object(
+            'idx', p_req -> 'idx', 'success', true, 'skipped', false, 'leaseId', '',
+            'queue', v_queue, 'partition', v_part, 'partitionId', NULL,
+            'consumerGroup', v_group, 'partitionsClaimed', 0, 'messages', v_msgs,
+            'contended', v_contended,
+            'dueInMs', ceil(extract(epoch FROM v_due - v_now) * 1000)::bigint);
     END IF;
 
     RETURN jsonb_build_object(
