@@ -24,9 +24,9 @@ HEAD_BATCH = 200
 GROUP_CHUNK_MAX = 64
 """Most intentions of one group popped for in one database call."""
 
-WAKE_SOURCES = ("register", "push", "notify", "peer", "retry")
-"""Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer, the
-end of a scheduled retry's wait."""
+WAKE_SOURCES = ("register", "push", "notify", "peer")
+"""Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer (a
+group's due time needs no wake-up: the worker sleeps until it, see ``timers``)."""
 
 
 @dataclass(slots=True)

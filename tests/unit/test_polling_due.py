@@ -4,10 +4,14 @@ waiters are offered the message then rather than at their next backoff poll."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from queen_threads.polling import BackoffPolicy, PollIntentionRegistry, PollWorker, ResponseQueues
 from queen_threads.polling.clock import ManualClock
+from queen_threads.queue.polling import PollingService
+from queen_threads.settings import load_settings
 from tests.support.keys import qk
 from tests.support.polling_fakes import InMemoryPopper, make_intention
 
@@ -140,3 +144,38 @@ def test_a_round_that_delivered_keeps_the_due_time_of_its_last_empty_pop(h: Harn
     h.at(0.0)  # r1 gets the message, r2's pop comes back empty with a due time
     assert h.queue.wait("r1", 0) is not None
     assert h.registry.next_due(0) == pytest.approx(0.05)
+
+
+class Notified:
+    """Stands in for PollWorkerPool.notify."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str | None, str | None, str]] = []
+
+    def __call__(
+        self,
+        queue: str,
+        partition: str | None = None,
+        group: str | None = None,
+        *,
+        namespace: str | None = None,
+        task: str | None = None,
+        source: str = "push",
+    ) -> set[int]:
+        self.calls.append((queue, partition, group, source))
+        return set()
+
+
+@pytest.mark.parametrize("delay", [None, 0, 300, "100", True])
+def test_a_freed_partition_wakes_its_groups_at_once_even_with_a_retry_wait(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, delay: Any
+) -> None:
+    """Woken now, the group's pop finds nothing yet and says when the retry is due (by
+    the database's clock): the timer does the rest, so no delayed wake-up is kept."""
+    settings = load_settings({"FILE_BUFFER_DIR": str(tmp_path)}, dotenv_path=None)
+    service = PollingService(settings, store=None, worker_id=1)  # type: ignore[arg-type]
+    notified = Notified()
+    monkeypatch.setattr(service.pool, "notify", notified)
+    service.on_event({"kind": "free", "queue": "q", "partition": "P", "consumerGroup": "g",
+                      "delayMs": delay})  # fmt: skip
+    assert notified.calls == [("q", "P", "g", "notify")]
