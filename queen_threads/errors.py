@@ -15,15 +15,16 @@ class ValidationError(QueenError):
     """A request is malformed (answered 400)."""
 
 
-class UnknownQueryParameter(ValidationError):
-    """The query string names a parameter the route does not take (answered 400): a
-    misspelt filter must not pass for "no filter"."""
+class CodedValidationError(ValidationError):
+    """A 400 that also names a stable `code` (the surface's: `kv_bad_request`,
+    `locks_bad_request`) and `reason` (the rule broken) a client branches on, never the
+    prose: {"error": "<reason>: <detail>", "code", "reason", "detail"}."""
 
-    def __init__(self, names: list[str], allowed: frozenset[str]) -> None:
-        label = "parameter" if len(names) == 1 else "parameters"
-        takes = ", ".join(sorted(allowed)) if allowed else "none"
-        super().__init__(f"Unknown query {label}: {', '.join(names)} (this route takes: {takes})")
-        self.names = names
+    def __init__(self, code: str, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.code = code
+        self.reason = reason
+        self.detail = detail
 
 
 class AuthenticationFailed(QueenError):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import falcon
 import orjson
 
 from queen_threads.errors import PayloadTooLarge, ValidationError
+from queen_threads.http import ignored
 
 TRUE_VALUES = ("true", "1")
 
@@ -22,8 +24,19 @@ def read_body(req: falcon.Request, max_size: int) -> bytes:
     return bytes(data)
 
 
+# The 2.6.0 client's opt-in binary push and transaction bodies (its `binary_push` option).
+# The server answers them 400, as the client documents for a broker without them; JSON, the
+# client's default, carries the same (docs/benchmarks.md measures what binary would save).
+BINARY_BODY = "application/x-queen-push"
+
+
 def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> Any:
     """The parsed JSON body. An empty body is a 400 unless `allow_empty` (then None)."""
+    if (req.content_type or "").split(";")[0].strip().lower() == BINARY_BODY:
+        raise ValidationError(
+            f"Binary bodies ({BINARY_BODY}) are not supported by this server: send JSON "
+            "(the official client's default; turn its binary_push option off)"
+        )
     data = read_body(req, max_size)
     if not data.strip():
         if allow_empty:
@@ -35,21 +48,38 @@ def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> 
         raise ValidationError(f"Invalid JSON: {exc}") from None
 
 
-def json_object(req: falcon.Request, max_size: int, allow_empty: bool = False) -> dict[str, Any]:
+def json_object(
+    req: falcon.Request,
+    max_size: int,
+    allow_empty: bool = False,
+    known: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The request's JSON object. With `known` (the top-level fields the route reads), any
+    other field is ignored and reported (`http/ignored.py`)."""
     body = json_body(req, max_size, allow_empty)
     if body is None:
         return {}
     if not isinstance(body, dict):
         raise ValidationError("Request body must be a JSON object")
+    if known is not None:
+        ignored.note(req, "body", sorted(key for key in body if key not in known))
     return body
 
 
 def int_param(
     req: falcon.Request, name: str, default: int, minimum: int, maximum: int | None = None
 ) -> int:
+    value = optional_int_param(req, name, minimum, maximum)
+    return default if value is None else value
+
+
+def optional_int_param(
+    req: falcon.Request, name: str, minimum: int, maximum: int | None = None
+) -> int | None:
+    """The integer parameter `name`, None when absent; a 400 outside [minimum, maximum]."""
     raw = req.get_param(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:

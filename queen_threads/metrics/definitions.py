@@ -64,6 +64,12 @@ class PromMetrics:
             "retry, already_acked, rejected).",
             ["queue", "status"],
         )
+        self.conflated = Counter(
+            "queen_messages_conflated_total",
+            "Messages a conflating consumer group skipped (its pops deliver the newest "
+            "message of a partition only), by queue.",
+            ["queue"],
+        )
         self.decryption_errors = Counter(
             "queen_decryption_errors_total",
             "Messages of encrypted queues sent out with data null and a decryptionError "
@@ -94,6 +100,17 @@ class PromMetrics:
         )
         self.partitions_deleted = Counter(
             "queen_retention_deleted_partitions_total", "Idle empty partitions deleted."
+        )
+        self.kv_expired = Counter(
+            "queen_kv_expired_total",
+            "Expired key/value rows (lock permits included) deleted by the sweeper.",
+        )
+        self.lock_acquires = Counter(
+            "queen_lock_acquires_total",
+            "Lock and semaphore acquires by outcome: grant (a free permit), takeover (a "
+            "permit whose lifetime had run out), already (the owner's own permit, answered "
+            "again), refusal (every permit held).",
+            ["outcome"],
         )
         self.service_runs = Counter(
             "queen_background_runs_total",
@@ -197,6 +214,12 @@ class PromMetrics:
             "queen_wakeup_listener_events_total",
             "LISTEN/NOTIFY listener: reconnects, errors (failures of any kind).",
             ["event"],
+        )
+        self.ignored_parameters = Counter(
+            "queen_ignored_parameters_total",
+            "Query parameters and body fields a route does not know, ignored (http/ignored.py), "
+            "by route, kind (query, body) and name.",
+            ["route", "kind", "name"],
         )
         self.start_time = Gauge(
             "queen_worker_start_time_seconds",

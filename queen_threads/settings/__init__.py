@@ -1,7 +1,7 @@
 """One frozen, validated Settings object built from environment variables (and `.env`).
 
 Each concern declares its variables in its own module (database, http, polling, streams,
-auth, background, metrics), each variable once, with its default, its parser and a one-line
+auth, background, metrics, timers), each variable once, with its default, its parser and a one-line
 doc; `Settings` combines them and `load_settings()` parses and validates them once.
 `docs/configuration.md` documents the same table (a unit test keeps them in step).
 A new variable goes into its concern's class; a new concern is a module and a base here.
@@ -24,12 +24,14 @@ from queen_threads.settings.http import HttpSettings, check_http
 from queen_threads.settings.metrics import MetricsSettings
 from queen_threads.settings.polling import PollingSettings
 from queen_threads.settings.streams import StreamSettings, check_streams
+from queen_threads.settings.timers import TimerSettings
 
 __all__ = ["Settings", "load_settings", "setting_fields"]
 
 
 @dataclass(frozen=True)
 class Settings(
+    TimerSettings,
     MetricsSettings,
     BackgroundSettings,
     AuthSettings,

@@ -27,6 +27,18 @@ class BackgroundSettings:
     eviction_batch_size: int = env(
         "EVICTION_BATCH_SIZE", 1000, integer(1, 100000), "Messages per eviction batch."
     )
+    kv_sweep_interval_ms: int = env(
+        "KV_SWEEP_INTERVAL",
+        10000,
+        integer(100),
+        "Period of the key/value sweeper (deletes expired keys and lock permits), ms.",
+    )
+    kv_sweep_batch_size: int = env(
+        "KV_SWEEP_BATCH_SIZE",
+        1000,
+        integer(1, 100000),
+        "Expired key/value rows per sweeper batch: one statement and transaction each.",
+    )
     partition_cleanup_days: int = env(
         "PARTITION_CLEANUP_DAYS",
         30,
