@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "t")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "r", "t")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks.
+# (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
+# (r) retry redelivery lateness.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -63,6 +64,9 @@ class Sizes:
     timer_batch: int = 100  # (t): timers per POST /api/v1/timers
     timer_schedulers: int = 4  # (t): scheduling connections
     timer_consumers: int = 4  # (t): long-polling consumers (autoAck)
+    due_queues: int = 10  # (r): queues, one consumer each
+    due_rounds: int = 50  # (r): failed acks (retries) per queue
+    due_delay_ms: int = 200  # (r): retryDelay
 
 
 FULL = Sizes()
@@ -87,6 +91,8 @@ QUICK = Sizes(
     timer_count=1_000,
     timer_spread_s=10.0,
     timer_lead_s=3.0,
+    due_queues=4,
+    due_rounds=10,
 )
 
 
@@ -160,8 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls, (t) timer fire lateness; each throughput figure beside its in-run"
-            " ceiling (docs/benchmarks.md)."
+            " polls, (r) retry redelivery lateness, (t) timer fire lateness; each throughput"
+            " figure beside its in-run ceiling (docs/benchmarks.md)."
         ),
     )
     target = p.add_mutually_exclusive_group()
@@ -176,9 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,t (default: all but i, which starts a"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,r,t (default: all but i, which starts a"
         " second server, j, which fills the database with a week of analytics, the streams"
-        " scenarios k and l, m, key/value and locks, and the timers scenario t)",
+        " scenarios k and l, m, key/value and locks, r, retry lateness, and the timers scenario t)",
     )
     p.add_argument(
         "--ceilings",
