@@ -6,8 +6,8 @@ poll waits in the other instance than the one where the message was last handled
 the rounds start it before the event that sets the due time, half after. Both instances
 poll slowly by themselves (`SLOW_POLLING`: a group's backoff poll comes 5-10 s after the
 last), so a delivery on time can only come from a due time: with the poll worker's timers
-left out (`group.backoff.timer = timer` in PollIntentionRegistry.record_round), every
-round came seconds late.
+left out (`group.backoff.timer = None` in PollIntentionRegistry.record_round), the first
+retry round's long poll was answered 204 at its 10 s timeout.
 
 Each due time is read from what the database stored (a lease's end, a retry's
 availability) or from the message's creation time (delayedProcessing, windowBuffer), and
