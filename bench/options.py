@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "r", "s", "t", "u")
+SCENARIOS = (
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "r", "s", "t", "u", "w",
+)  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
-# (s) needs the official client (the streaming SDK, a test extra).
+# (s) needs the official client (the streaming SDK, a test extra); (w) retry lateness.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -73,6 +75,9 @@ class Sizes:
     reads_reps: int = 50  # (r): fetches per run
     eph_messages: int = 20_000  # (u): messages pushed then popped, per kind
     eph_batch: int = 100  # (u): messages per push and per pop
+    due_queues: int = 10  # (w): queues, one consumer each
+    due_rounds: int = 50  # (w): failed acks (retries) per queue
+    due_delay_ms: int = 200  # (w): retryDelay
 
 
 FULL = Sizes()
@@ -100,6 +105,8 @@ QUICK = Sizes(
     sdk_messages=4_000,
     reads_reps=10,
     eph_messages=5_000,
+    due_queues=4,
+    due_rounds=10,
 )
 
 
@@ -173,8 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls, (t) timer fire lateness; each throughput figure beside its in-run"
-            " ceiling (docs/benchmarks.md)."
+            " polls, (r) retry redelivery lateness, (t) timer fire lateness; each throughput"
+            " figure beside its in-run ceiling (docs/benchmarks.md)."
         ),
     )
     target = p.add_mutually_exclusive_group()
@@ -189,10 +196,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,r,s,t,u (default: all but i, which starts"
-        " a second server, j, which fills the database with a week of analytics, the streams"
-        " scenarios k and l, m, key/value and locks, r, reads by offset, s, the streaming SDK,"
-        " t, timers, and u, ephemeral queues)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,r,s,t,u,w (default: all but i, which"
+        " starts a second server, j, which fills the database with a week of analytics, the"
+        " streams scenarios k and l, m, key/value and locks, r, reads by offset, s, the"
+        " streaming SDK, t, timers, u, ephemeral queues, and w, retry redelivery lateness)",
     )
     p.add_argument(
         "--ceilings",

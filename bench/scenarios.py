@@ -2,13 +2,15 @@
 (j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
 key/value and locks (docs/kv.md), (s) the official client's streaming SDK (docs/streams.md),
 (t) timers (docs/timers.md), (r) reads by offset (docs/reads.md) and (u) ephemeral against
-durable queues (docs/ephemeral.md)."""
+durable queues (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due
+times")."""
 
 from __future__ import annotations
 
 from bench import (
     analytics,
     consume,
+    due,
     e2e,
     ephemeral,
     kv,
@@ -53,6 +55,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
         Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
         Scenario("s", "streaming SDK pipeline vs raw pop + ack", sdk.sdk_figures, sdk.sdk_pipeline),
+        Scenario("w", "retry redelivery lateness", due.due_figures, due.retry_lateness),
         Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
         Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
         Scenario(

@@ -3,6 +3,12 @@ of everything counted every METRICS_FLUSH_INTERVAL_S (and at exit) into the per-
 tables, one round trip (`analytics_flush`, additive upserts, so every process of every
 instance adds up). The levels of the queues are sampled by one process per database
 (background/metrics_job.py), not here.
+
+Between flushes the counts are live: once a second, when something was counted since the
+last time, the process rewrites its row of `queen.metrics_live` with everything it has
+not flushed yet (`analytics_live`, one statement a second at most, whatever the request
+rate); the flush deletes that row in its own transaction. The charts add the live rows to
+the flushed minutes, so every instance's current minute shows within about a second.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from queen_threads.db import Statements
 from queen_threads.metrics.counters import RequestStats
@@ -91,6 +99,7 @@ class AnalyticsCollector:
         self.ready = ready
         self.flushes = 0
         self.failures = 0
+        self._published = 0  # the version of the counts the live row holds
         self._stop = threading.Event()
         self._flush_lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -115,6 +124,28 @@ class AnalyticsCollector:
             if time.monotonic() >= next_flush:
                 self.flush()
                 next_flush = time.monotonic() + self.flush_interval_s
+            else:
+                self.publish()
+
+    def publish(self) -> bool:
+        """Rewrite this process's live row when something was counted since the last
+        time (a flush deleted it, or the rows changed); False when nothing was written."""
+        if not self.ready():
+            return False
+        with self._flush_lock:
+            version, rows = self.queues.snapshot()
+            if version == self._published:
+                return False
+            ident = self.identity
+            payload = {"hostname": ident.hostname, "port": ident.port,
+                       "workerId": ident.worker_id, "queues": rows}  # fmt: skip
+            try:
+                self.db.execute("analytics_live", (orjson.dumps(payload).decode(),))
+            except Exception as exc:
+                log.debug("live analytics not written: %s", exc)
+                return False
+            self._published = version
+            return True
 
     def sample(self) -> None:
         with suppress(Exception):  # never let sampling kill the thread
@@ -148,6 +179,8 @@ class AnalyticsCollector:
                 log.debug("analytics flush failed (kept for the next one): %s", exc)
                 return False
             self.flushes += 1
+            version, rows = self.queues.snapshot()  # the row is gone: rewritten if needed
+            self._published = version if not rows else -1
             return True
 
     def stats(self) -> dict[str, Any]:

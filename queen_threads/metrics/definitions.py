@@ -198,7 +198,7 @@ class PromMetrics:
         self.poll_worker = Counter(
             "queen_poll_worker_events_total",
             "Poll-worker events: rounds, pops (database calls), delivered, timed_out, "
-            "released_leases, errors.",
+            "released_leases, errors, timers (empty rounds that armed a due time).",
             ["event"],
         )
         self.stream_delivered = Counter(

@@ -49,6 +49,7 @@ class QueueMinutes:
         self.clock = clock
         self._counts: dict[tuple[str, int], dict[str, int]] = {}
         self._lock = threading.Lock()
+        self.version = 0  # moves on with every change: whether a snapshot is out of date
 
     def add(self, event: str, queues: Iterable[str]) -> None:
         """One `event` per queue name in `queues` (a name may repeat), at the current
@@ -65,6 +66,7 @@ class QueueMinutes:
                 if queue and n:
                     row = self._counts.setdefault((queue, minute), {})
                     row[event] = row.get(event, 0) + n
+                    self.version += 1
 
     def add_acks(self, pairs: Iterable[tuple[str, str]]) -> None:
         """(queue, ack status) pairs: each status counts as its ACK_EVENTS event."""
@@ -81,14 +83,19 @@ class QueueMinutes:
         accumulator starts empty again."""
         with self._lock:
             counts, self._counts = self._counts, {}
-        return [
-            {"queue": queue, "minute": iso_minute(minute), **row}
-            for (queue, minute), row in sorted(counts.items())
-        ]
+            self.version += 1
+        return _rows(counts)
+
+    def snapshot(self) -> tuple[int, list[dict[str, Any]]]:
+        """The version and a copy of everything counted since the last drain, as flush
+        rows (the live rows of the charts, collector.py)."""
+        with self._lock:
+            return self.version, _rows(self._counts)
 
     def restore(self, rows: list[dict[str, Any]]) -> None:
         """Put drained rows back (their flush failed), merged with what came since."""
         with self._lock:
+            self.version += 1
             for row in rows:
                 key = (str(row["queue"]), _minute_epoch(row["minute"]))
                 target = self._counts.setdefault(key, {})
@@ -161,6 +168,13 @@ class ProcessMinutes:
                 for key in LARGEST:
                     target[key] = max(target.get(key, 0), row.get(key, 0))
             _trim(self._rows, lambda minute: minute)
+
+
+def _rows(counts: Mapping[tuple[str, int], Mapping[str, int]]) -> list[dict[str, Any]]:
+    return [
+        {"queue": queue, "minute": iso_minute(minute), **row}
+        for (queue, minute), row in sorted(counts.items())
+    ]
 
 
 def _add(row: dict[str, float], key: str, value: float) -> None:

@@ -15,7 +15,7 @@ from prometheus_client import Counter
 
 from queen_threads.metrics.definitions import prom
 
-_POLL_EVENTS = ("rounds", "pops", "delivered", "timed_out", "released_leases", "errors")
+_POLL_EVENTS = ("rounds", "pops", "delivered", "timed_out", "released_leases", "errors", "timers")
 _REGISTRY_KINDS = ("intentions", "groups", "in_flight", "backoff_states", "capacity")
 
 

@@ -12,7 +12,6 @@ assembles one kind of long poll.
 
 from .backoff import BackoffPolicy, BackoffState
 from .clock import Clock, ManualClock
-from .delayed import DelayedWakeups
 from .errors import PollingError, RegistryClosed, RegistryFull
 from .intention import (
     QUEUE_MODE,
@@ -42,7 +41,6 @@ __all__ = [
     "Clock",
     "Cover",
     "CoveringPopper",
-    "DelayedWakeups",
     "GroupKey",
     "GroupSelector",
     "GroupingKey",

@@ -15,18 +15,22 @@ class BackoffState:
 
     ``last_query`` is ``None`` when the group is due at once (new group, or reset by a
     push/ack/notification); otherwise it is the monotonic time of the last pop round.
+    ``timer`` is the monotonic time at which the last round's pop said something becomes
+    available (its due time): the group is due then even if its backoff runs longer.
     """
 
     consecutive_empty: int = 0
     interval_ms: int = 100
     last_accessed: float = 0.0
     last_query: float | None = None
+    timer: float | None = None
 
     def due_at(self) -> float:
         """Monotonic time from which the group may be queried again (``-inf``: now)."""
         if self.last_query is None:
             return -math.inf
-        return self.last_query + self.interval_ms / 1000.0
+        backoff = self.last_query + self.interval_ms / 1000.0
+        return backoff if self.timer is None else min(backoff, self.timer)
 
     def is_due(self, now: float) -> bool:
         """True when at least ``interval_ms`` passed since the last query."""
@@ -70,6 +74,7 @@ class BackoffPolicy:
         """Apply the outcome of one pop round that started at ``now``."""
         state.last_query = now
         state.last_accessed = now
+        state.timer = None
         if had_messages:
             state.consecutive_empty = 0
             state.interval_ms = self.base_ms
@@ -83,3 +88,4 @@ class BackoffPolicy:
         state.consecutive_empty = 0
         state.interval_ms = self.base_ms
         state.last_query = None
+        state.timer = None

@@ -22,6 +22,15 @@ class PopResult:
     push before this time cannot make the group's next result non-empty (a stream window
     is ready only once a message later than its end plus grace arrives), so pushes before
     it need not wake the group. None (the default; every pop) means any push may.
+
+    ``due_in`` is an empty result's due time, in seconds from when the result came back:
+    from then on something in the pop's scope may become available without any write that
+    would wake the group (a lease runs out, a retry's or a delayedProcessing wait ends, a
+    windowBuffer closes). The worker pops for the group again at that time, whatever its
+    backoff. None: nothing is due later. ``contended``: the pop found a candidate held by
+    a concurrent transaction (another pop taking a lease, an ack) whose outcome it could
+    not see, so its due time may miss a lease: the worker pops again after the backoff's
+    base interval to learn it.
     """
 
     request_id: str
@@ -30,6 +39,8 @@ class PopResult:
     lease_ids: Sequence[str] = ()
     message_count: int = 0
     wake_after: float | None = None
+    due_in: float | None = None
+    contended: bool = False
 
     @property
     def has_messages(self) -> bool:

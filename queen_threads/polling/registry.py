@@ -120,6 +120,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
             if not group.waiting:
                 self._active[group.shard][key] = None
                 group.backoff.last_query = None
+                group.backoff.timer = None
                 group.wake_after = None  # a first registration is a reset: a fresh round
                 group.poked = key in self._in_flight
             group.backoff.last_accessed = now
@@ -241,21 +242,28 @@ class PollIntentionRegistry(Generic[IntentionT]):
         had_messages: bool,
         now: float,
         wake_after: float | None = None,
+        timer: float | None = None,
     ) -> None:
         """Apply the outcome of the round on ``key`` that started at ``now``.
 
         ``wake_after`` is the hint of the empty result that ended the round (the head's
         :attr:`PopResult.wake_after`); it is kept only for an empty round during which
         the group was not reset or poked, and replaces any earlier hint.
+
+        ``timer`` is the monotonic time at which the round's last pop said something
+        becomes available (:attr:`PopResult.due_in`): the group is due then at the latest.
+        A round during which the group was reset or poked is due at once anyway.
         """
         with self._lock:
             group = self._groups.get(key)
             if group is None:
                 return
             self.policy.after_round(group.backoff, had_messages, now)
+            group.backoff.timer = timer
             group.wake_after = None if had_messages else wake_after
             if group.poked:
                 group.backoff.last_query = None
+                group.backoff.timer = None
                 group.wake_after = None
                 group.poked = False
 
@@ -266,7 +274,9 @@ class PollIntentionRegistry(Generic[IntentionT]):
             if group is None:
                 return None
             b = group.backoff
-            return BackoffState(b.consecutive_empty, b.interval_ms, b.last_accessed, b.last_query)
+            return BackoffState(
+                b.consecutive_empty, b.interval_ms, b.last_accessed, b.last_query, b.timer
+            )
 
     def wake_after(self, key: GroupingKey) -> float | None:
         """The group's stored wake hint (None: none, or no such group)."""

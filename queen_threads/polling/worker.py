@@ -24,9 +24,9 @@ HEAD_BATCH = 200
 GROUP_CHUNK_MAX = 64
 """Most intentions of one group popped for in one database call."""
 
-WAKE_SOURCES = ("register", "push", "notify", "peer", "retry")
-"""Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer, the
-end of a scheduled retry's wait."""
+WAKE_SOURCES = ("register", "push", "notify", "peer")
+"""Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer (a
+group's due time needs no wake-up: the worker sleeps until it, see ``timers``)."""
 
 
 @dataclass(slots=True)
@@ -39,6 +39,7 @@ class WorkerCounters:
     timed_out: int = 0
     released_leases: int = 0
     errors: int = 0
+    timers: int = 0  # empty rounds that armed a due-time timer
     wakeups: dict[str, int] = field(default_factory=lambda: dict.fromkeys(WAKE_SOURCES, 0))
 
 
@@ -153,20 +154,23 @@ class PollWorker(Generic[IntentionT]):
             if head is None:
                 return
             self._count(rounds=1)
-            had_messages, wake_after = self._drain(key, [head])
-            registry.record_round(key, had_messages, now, wake_after)
+            had_messages, empty = self._drain(key, [head])
+            self._record(key, had_messages, now, empty)
         finally:
             registry.unmark_in_flight(key)
 
-    def _drain(self, key: GroupingKey, first: Sequence[IntentionT]) -> tuple[bool, float | None]:
+    def _drain(
+        self, key: GroupingKey, first: Sequence[IntentionT]
+    ) -> tuple[bool, PopResult | None]:
         """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
         (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
         with thousands of idle waiters costs one small call per round, not one call
         carrying every waiter. Each chunk's delivered intentions leave the registry, so
         the next chunk starts where this one ended, and the rest stay registered.
 
-        Returns whether anything was delivered and the ``wake_after`` hint of the empty
-        result that ended the drain (only meaningful when nothing was delivered)."""
+        Returns whether anything was delivered and the empty result that ended the drain
+        (its hints: ``wake_after``, only meaningful when nothing was delivered, and the
+        due time)."""
         chunk: Sequence[IntentionT] = first
         delivered_any = False
         while chunk:
@@ -183,10 +187,29 @@ class PollWorker(Generic[IntentionT]):
             delivered_any = delivered_any or bool(delivered)
             if len(delivered) < len(chunk) or self._stopping.is_set():
                 # An empty pop: the group has nothing more now.
-                empty = next((result for result in results if not result.has_messages), None)
-                return delivered_any, None if empty is None else empty.wake_after
+                return delivered_any, next((r for r in results if not r.has_messages), None)
             chunk = self._registry.intentions_for(key, min(GROUP_CHUNK_MAX, 4 * len(chunk)))
         return delivered_any, None
+
+    def _record(
+        self, key: GroupingKey, had_messages: bool, now: float, empty: PopResult | None
+    ) -> None:
+        """Record a round's outcome with the hints of the empty result that ended it: its
+        ``wake_after``, and its due time as the group's timer (a contended pop: the
+        backoff's base interval, within which a concurrent lease has committed)."""
+        if empty is None:
+            self._registry.record_round(key, had_messages, now)
+            return
+        timer = None
+        if empty.due_in is not None or empty.contended:
+            back = self._clock()  # the due time counts from when the result came back
+            if empty.due_in is not None:
+                timer = back + max(0.0, empty.due_in)
+            if empty.contended:
+                retry = back + self._registry.policy.base_ms / 1000.0
+                timer = retry if timer is None else min(timer, retry)
+            self._count(timers=1)
+        self._registry.record_round(key, had_messages, now, empty.wake_after, timer)
 
     def _poll_many(self, keys: Sequence[GroupingKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
@@ -259,10 +282,11 @@ class PollWorker(Generic[IntentionT]):
         self._count(pops=len(results))
         for (key, _), result in zip(groups, results, strict=False):
             had_messages = result.has_messages
+            empty: PopResult | None = result
             if had_messages:
                 self._deliver(result)
-                self._drain(key, registry.intentions_for(key, 4))
-            registry.record_round(key, had_messages, now, result.wake_after)
+                _, empty = self._drain(key, registry.intentions_for(key, 4))
+            self._record(key, had_messages, now, empty)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)
@@ -295,6 +319,7 @@ class PollWorker(Generic[IntentionT]):
         timed_out: int = 0,
         released_leases: int = 0,
         errors: int = 0,
+        timers: int = 0,
     ) -> None:
         """Add to the counters (under a lock: concurrent checks update them at once)."""
         with self._counter_lock:
@@ -305,6 +330,7 @@ class PollWorker(Generic[IntentionT]):
             c.timed_out += timed_out
             c.released_leases += released_leases
             c.errors += errors
+            c.timers += timers
 
     def _maybe_cleanup(self, now: float) -> None:
         if self.index != 0:
@@ -439,7 +465,15 @@ class PollWorkerPool(Generic[IntentionT]):
         """Registry counts plus summed and per-worker counters."""
         per_worker = [asdict(worker.counters) for worker in self.workers]
         totals: dict[str, object] = {}
-        for name in ("rounds", "pops", "delivered", "timed_out", "released_leases", "errors"):
+        for name in (
+            "rounds",
+            "pops",
+            "delivered",
+            "timed_out",
+            "released_leases",
+            "errors",
+            "timers",
+        ):
             totals[name] = sum(int(counters[name]) for counters in per_worker)
         wakeups: dict[str, int] = {}
         for counters in per_worker:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from queen_threads.polling import (
     BackoffPolicy,
     Cover,
-    DelayedWakeups,
     PollIntention,
     PollStack,
     PopRequest,
@@ -51,17 +49,12 @@ class PollingService(PollStack[PollIntention]):
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
             cover=cover,
         )
-        self.delayed = DelayedWakeups(lambda event: self._notify(event, "retry"))
-        self._stopped = threading.Event()
 
     def start(self) -> None:
         self.pool.start()
-        self.delayed.start()
 
     def stop(self, timeout: float = 1.0) -> bool:
-        self._stopped.set()
-        delayed_stopped = self.delayed.stop(timeout)
-        return self.pool.stop(timeout) and delayed_stopped
+        return self.pool.stop(timeout)
 
     def intention(self, request: PopRequest, timeout_ms: int, request_id: str) -> PollIntention:
         created_at, deadline = self.times(timeout_ms)
@@ -76,18 +69,12 @@ class PollingService(PollStack[PollIntention]):
     def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A push or a freed lease somewhere: wake the groups that may now get messages.
 
-        A freed lease whose message waits for a retry (``delayMs``, sent by the ack's
-        NOTIFY) wakes them when the wait is over: woken now, they would find nothing.
+        A freed lease whose message waits for a retry (the ack's ``delayMs``) wakes them
+        at once too: their pop finds nothing yet but says when the retry is due, and
+        their poll worker pops again then (schema/functions/29_pop_due.sql), by the
+        database's clock, in every process that waits, including those whose long polls
+        arrive after this event.
         """
-        delay_ms = event.get("delayMs")
-        if isinstance(delay_ms, int | float) and not isinstance(delay_ms, bool) and delay_ms > 0:
-            self.delayed.schedule(
-                delay_ms / 1000.0, {k: v for k, v in event.items() if k != "delayMs"}
-            )
-            return
-        self._notify(event, source)
-
-    def _notify(self, event: dict[str, Any], source: str) -> None:
         queue = event.get("queue")
         if not isinstance(queue, str):
             return
@@ -100,7 +87,3 @@ class PollingService(PollStack[PollIntention]):
             task=event.get("task") or None,
             source=source,
         )
-
-    def stats(self) -> dict[str, object]:
-        """The pool's counters and the delayed (retry) wake-ups."""
-        return {**super().stats(), "delayedWakeups": self.delayed.stats()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -15,10 +16,26 @@ from queen_threads.queue.store import QueueStore
 def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict[str, Any]:
     """The stored function's pop request for one waiting intention (its own lease). Never
     acknowledged on delivery here: an autoAck long poll is acknowledged once its answer
-    was written to the client (resources/pop.py), so a departed client loses nothing."""
-    return intention.request.arguments(
+    was written to the client (resources/pop.py), so a departed client loses nothing.
+    An empty pop reports its due time (`due`, schema/functions/29_pop_due.sql)."""
+    arguments = intention.request.arguments(
         str(uuid.uuid4()), idx=idx, stop_on_empty=stop_on_empty, auto_ack=False
     )
+    arguments["due"] = True
+    return arguments
+
+
+def empty_result(request_id: str, result: dict[str, Any], took_s: float) -> PopResult:
+    """A 204 with the pop's due time and whether a concurrent transaction held a candidate
+    (`contended`). `dueInMs` counts from the database's now(), which came somewhere within
+    the call's `took_s`: counted as if it came at the call's start, the timer errs early by
+    at most the call's duration, and the pop it starts reaches the database about when
+    its predecessor did after its start, so around the due time. (Counted from the answer,
+    every delivery would come a whole call late; a pop that comes too early finds nothing
+    and a due time a few ms on.)"""
+    due_ms = result.get("dueInMs")
+    due_in = max(0.0, due_ms / 1000.0 - took_s) if isinstance(due_ms, int | float) else None
+    return PopResult(request_id, 204, None, due_in=due_in, contended=bool(result.get("contended")))
 
 
 def auto_ack_answer(body: bytes) -> tuple[bytes, list[dict[str, Any]]]:
@@ -65,7 +82,9 @@ class DbPopper:
 
     def _pop(self, intentions: Sequence[PollIntention], stop_on_empty: bool) -> list[PopResult]:
         requests = [request_for(i, idx, stop_on_empty) for idx, i in enumerate(intentions)]
+        started = time.monotonic()
         results = self.store.pop(requests)
+        took_s = time.monotonic() - started
         out: list[PopResult] = []
         for intention, result in zip(intentions, results, strict=False):
             messages = result.get("messages") or []
@@ -80,7 +99,7 @@ class DbPopper:
                     )
                 )
             else:
-                out.append(PopResult(intention.request_id, 204, None))
+                out.append(empty_result(intention.request_id, result, took_s))
         return out
 
     def release(self, lease_ids: Sequence[str]) -> None:

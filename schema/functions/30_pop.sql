@@ -9,11 +9,16 @@
 --           autopilotBatch, autopilotPartitions (left to queen._autopilot; the answer then
 --           carries autopilot: {partitions, batch, waitMs}), conflation (requested; the
 --           group's stored policy decides, queen._conflation: the answer carries
---           conflation: true and conflated: <skipped>, or conflationConflict: true)}
+--           conflation: true and conflated: <skipped>, or conflationConflict: true),
+--           due}
 -- Result:  {idx, success, leaseId ('' if autoAck or nothing delivered), queue, partition,
 --           partitionId, consumerGroup, partitionsClaimed, skipped, messages:[{id, transactionId,
 --           partitionId, partition, queue, leaseId, consumerGroup, data, traceId, producerSub,
 --           retryCount, createdAt, isEncrypted}]}
+--           + with `due` (a long poll's pop) and nothing delivered: dueInMs (from now() until
+--           something in scope may become available, queen._pop_due; null: nothing is due
+--           later) and contended (a candidate was held by a concurrent transaction, whose
+--           outcome, a lease for one, this pop could not see: pop again soon).
 CREATE OR REPLACE FUNCTION queen._pop_one(p_req jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -62,6 +67,7 @@ DECLARE
     v_conflict   boolean := false;
     v_skipped    bigint := 0;
     v_newest     record;
+    v_contended  boolean := false;  -- a candidate held by a concurrent transaction
 BEGIN
     IF v_lease IS NULL THEN
         v_lease := gen_random_uuid();
@@ -220,6 +226,7 @@ BEGIN
                FOR UPDATE OF pc SKIP LOCKED;
             IF NOT FOUND THEN
                 v_tried := v_tried || v_cands;
+                v_contended := true;
                 CONTINUE;
             END IF;
 
@@ -363,6 +370,13 @@ BEGIN
                 ELSE '{}'::jsonb END
         || CASE WHEN v_conf THEN jsonb_build_object('conflation', true, 'conflated', v_skipped)
                 WHEN v_conflict THEN '{"conflationConflict": true}'::jsonb
+                ELSE '{}'::jsonb END
+        || CASE WHEN v_claimed = 0 AND cardinality(v_parts) > 0
+                     AND coalesce(queen._jbool(p_req -> 'due', false), false)
+                THEN jsonb_build_object(
+                         'contended', v_contended,
+                         'dueInMs', ceil(extract(epoch FROM
+                             queen._pop_due(v_parts, v_group, v_now) - v_now) * 1000)::bigint)
                 ELSE '{}'::jsonb END;
 END;
 $$;

@@ -23,7 +23,8 @@ $$;
 --                   minutes: [{minute, cpuSeconds, wallSeconds, rssBytes, httpRequests,
 --                              httpActive, poolInUse, poolSize, poolWaiting, longPolls}]}}
 -- Counts are added (to the queue rows and to the all-queue rollup), process levels keep the
--- largest value. Output: {queueRows, processRows}.
+-- largest value; the process's live row (migration 0018, 96_metrics_live.sql) goes, its
+-- counts being part of this flush. Output: {queueRows, processRows}.
 CREATE OR REPLACE FUNCTION queen.metrics_flush_v1(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -88,6 +89,11 @@ BEGIN
            pool_waiting = greatest(t.pool_waiting, EXCLUDED.pool_waiting),
            long_polls = greatest(t.long_polls, EXCLUDED.long_polls);
     GET DIAGNOSTICS v_process_rows = ROW_COUNT;
+
+    -- The counts are durable now: the process's live row (migration 0018) showed them.
+    DELETE FROM queen.metrics_live
+     WHERE hostname = p #>> '{process,hostname}' AND port = (p #>> '{process,port}')::integer
+       AND worker_id = p #>> '{process,workerId}';
 
     RETURN jsonb_build_object('queueRows', v_queue_rows, 'processRows', v_process_rows);
 END;

@@ -15,6 +15,10 @@
 -- One worker process's counts and process rows (additive upserts).
 SELECT queen.metrics_flush_v1(%s::jsonb)::text;
 
+-- name: analytics_live
+-- One worker process's counts not flushed yet (its live row; none: deleted).
+SELECT queen.metrics_live_v1(%s::jsonb);
+
 -- name: analytics_sample
 -- The levels (depth, lags) of every queue into the current minute.
 SELECT queen.metrics_sample_v1(%s::jsonb)::text;
@@ -28,7 +32,9 @@ SELECT queen.metrics_prune_v1(%(days)s, %(limit)s);
 -- row per minute), 'queue' one queue's primary-key range (index-only), 'filtered' sums the
 -- minutes of the existing queues matching queue/namespace/task. The scopes not asked for
 -- are pruned by the planner (their condition is a constant). `latest` (the newest level
--- sample) is one backward index probe in the first two scopes.
+-- sample) is one backward index probe in the first two scopes. The counts the worker
+-- processes have not flushed yet (queen.metrics_live, a row per process) are added, so
+-- the current minute is live.
 WITH minutes AS NOT MATERIALIZED (
     SELECT r.minute, r.pushed, r.popped, r.acked, r.failed, r.dlq, r.poll_waits, r.depth,
            r.lag_s, r.group_lag_s
@@ -52,6 +58,19 @@ WITH minutes AS NOT MATERIALIZED (
        AND (%(task)s::text IS NULL OR q.task = %(task)s::text)
        AND r.minute >= %(from_ts)s::timestamptz AND r.minute < %(to_ts)s::timestamptz
      GROUP BY r.minute
+    UNION ALL
+    -- The worker processes' counts not flushed yet (migration 0018): the current minute.
+    SELECT l.minute, l.pushed, l.popped, l.acked, l.failed, l.dlq, l.poll_waits, NULL, NULL,
+           NULL
+      FROM queen._metrics_live_rows() l
+     WHERE l.minute >= %(from_ts)s::timestamptz AND l.minute < %(to_ts)s::timestamptz
+       AND (%(scope)s::text <> 'queue' OR l.queue_name = %(queue)s::text)
+       AND (%(scope)s::text <> 'filtered'
+            OR EXISTS (SELECT 1 FROM queen.queues q
+                        WHERE q.name = l.queue_name
+                          AND (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
+                          AND (%(namespace)s::text IS NULL OR q.namespace = %(namespace)s::text)
+                          AND (%(task)s::text IS NULL OR q.task = %(task)s::text)))
 ), agg AS (
     SELECT queen._bucket(m.minute, %(step_s)s) AS t,
            sum(m.pushed) AS pushed, sum(m.popped) AS popped, sum(m.acked) AS acked,

@@ -44,11 +44,15 @@ class InMemoryPopper:
     ``pop_group`` follows the real contract: one pop per intention in order, up to its
     batch, each with a fresh lease id, stopping after the first empty pop. Calls and
     releases are recorded; ``fail_with`` makes the next call raise; ``on_pop`` is called
-    with the intentions of every call (after popping), e.g. to set an event.
+    with the intentions of every call (after popping), e.g. to set an event. An empty pop
+    of a group carries its ``due_in`` entry (seconds) and, for the keys in ``contended``,
+    the contended flag.
     """
 
     def __init__(self, available: dict[GroupKey, int] | None = None) -> None:
         self.available: dict[GroupKey, int] = dict(available or {})
+        self.due_in: dict[GroupKey, float] = {}
+        self.contended: set[GroupKey] = set()
         self.calls: list[list[str]] = []
         self.released: list[str] = []
         self.fail_with: Exception | None = None
@@ -95,7 +99,13 @@ class InMemoryPopper:
         key = intention.grouping_key()
         count = min(intention.request.batch, self.available.get(key, 0))
         if count == 0:
-            return PopResult(intention.request_id, 204, None, (), 0)
+            return PopResult(
+                intention.request_id,
+                204,
+                None,
+                due_in=self.due_in.get(key),
+                contended=key in self.contended,
+            )
         self.available[key] -= count
         body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
         lease = f"lease-{next(self._leases)}"

@@ -99,5 +99,6 @@ def test_the_pop_request_reaches_the_stored_function_unchanged() -> None:
         "subscriptionMode": "new", "subscriptionFrom": None, "stopOnEmpty": True,
         "leaseSeconds": None, "autopilotBatch": False, "autopilotPartitions": False,
         "conflation": False,
+        "due": True,  # an empty long-poll pop reports its due time
     }  # fmt: skip
     assert request.arguments("L")["autoAck"] is True and request.arguments("L")["leaseId"] == "L"

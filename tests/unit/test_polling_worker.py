@@ -256,7 +256,6 @@ def test_wake_counts_sources(h: Harness) -> None:
         "push": 1,
         "notify": 0,
         "peer": 2,
-        "retry": 0,
     }
 
 

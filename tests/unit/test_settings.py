@@ -155,3 +155,18 @@ def test_stream_max_poll_interval_cannot_be_below_the_base_interval() -> None:
     )  # fmt: skip
     assert (s.stream_poll_interval_ms, s.stream_max_poll_interval_ms) == (200, 200)
     assert (s.stream_backoff_threshold, s.stream_concurrent_checks) == (0, 64)
+
+
+def test_each_variable_belongs_to_one_concern() -> None:
+    """Settings combines the concerns' classes: a name declared in two of them would
+    silently keep one declaration, so names and env variables are unique across them."""
+    from dataclasses import fields
+
+    from queen_threads.settings import Settings
+
+    concerns = [base for base in Settings.__mro__[1:] if "__dataclass_fields__" in vars(base)]
+    assert len(concerns) >= 7
+    declared = [f.name for base in concerns for f in fields(base)]
+    assert len(declared) == len(set(declared)) == len(setting_fields())
+    names = [f.metadata["env"] for f in setting_fields()]
+    assert len(names) == len(set(names))

@@ -6,7 +6,7 @@ import { token, clearToken } from "./auth.js";
 import { errorBox } from "./ui.js";
 import { initTheme, themeButton } from "./theme.js";
 
-const REFRESH_MS = 5000;
+const REFRESH_MS = 3000;
 
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
