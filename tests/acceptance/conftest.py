@@ -50,6 +50,14 @@ def client_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess
         admin.close()
 
 
+@pytest.fixture
+def server(client_server: ServerProcess) -> ServerProcess:
+    """The real server (2 workers, default settings) for a test that only sends requests:
+    the session's shared one (a start costs seconds). A test that stops the server, needs
+    other settings or an empty database starts its own `ServerProcess`."""
+    return client_server
+
+
 @contextlib.asynccontextmanager
 async def open_client(url: str, **options: Any) -> AsyncIterator[Queen]:
     """A `Queen` client (`options`: e.g. bearer_token); restores the SIGINT/SIGTERM
