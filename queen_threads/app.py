@@ -6,8 +6,8 @@ import falcon
 
 from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
+from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.middleware import RequestContext
-from queen_threads.http.query_params import StrictQueryParams
 from queen_threads.resources import admin, analytics, dashboard, maintenance, status, streams
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
@@ -25,7 +25,7 @@ API = "/api/v1"
 
 def create_app(runtime: Runtime) -> falcon.App:
     context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
-    middleware = (context, Authentication(runtime.auth), StrictQueryParams())
+    middleware = (context, Authentication(runtime.auth), ReportIgnoredParameters(runtime.ignored))
     app = falcon.App(middleware=middleware, cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True

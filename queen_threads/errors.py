@@ -15,17 +15,6 @@ class ValidationError(QueenError):
     """A request is malformed (answered 400)."""
 
 
-class UnknownQueryParameter(ValidationError):
-    """The query string names a parameter the route does not take (answered 400): a
-    misspelt filter must not pass for "no filter"."""
-
-    def __init__(self, names: list[str], allowed: frozenset[str]) -> None:
-        label = "parameter" if len(names) == 1 else "parameters"
-        takes = ", ".join(sorted(allowed)) if allowed else "none"
-        super().__init__(f"Unknown query {label}: {', '.join(names)} (this route takes: {takes})")
-        self.names = names
-
-
 class AuthenticationFailed(QueenError):
     """No token, or one that does not verify (answered 401 with the reason)."""
 

@@ -39,6 +39,7 @@ from queen_threads.metrics import (
     count_buffered,
     observe_service,
 )
+from queen_threads.metrics.ignored import IgnoredParameters
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.analytics_store import AnalyticsStore
 from queen_threads.queue.polling import PollingService
@@ -92,6 +93,7 @@ class Runtime:
         self.instruments = Instruments()
         self.db: Database = TimedDatabase(pool_config(settings, dsn), self.instruments.counters)
         self.stats: RequestStats = ObservedRequestStats()
+        self.ignored = IgnoredParameters()
         self.auth: Authenticator = MeteredAuthenticator(
             build_verifier(settings), settings.jwt_skip_paths
         )

@@ -79,7 +79,7 @@ SELECT queen.wake_interest_withdraw_v1(%s)::text;
 SELECT queen.execute_transaction_v2(%s::jsonb)::text;
 
 -- name: renew_lease
-SELECT queen.renew_lease_v2(%s::jsonb)::text;
+SELECT queen.renew_lease_v3(%s::jsonb)::text;
 
 -- name: release_leases
 -- Give leases back without acking (the client that asked for them is gone).
@@ -90,9 +90,11 @@ SELECT queen.configure_queue_v1(%s::jsonb)::text;
 
 -- name: delete_queue
 -- Delete a queue (cascades to partitions, messages, cursors, DLQ, traces) and the
--- subscription metadata recorded for it; true when it existed.
+-- subscription metadata and conflation policies recorded for it; true when it existed.
 WITH meta AS (
     DELETE FROM queen.consumer_groups_metadata WHERE queue_name = %(name)s
+), policies AS (
+    DELETE FROM queen.conflation_groups WHERE queue_name = %(name)s
 ), gone AS (
     DELETE FROM queen.queues WHERE name = %(name)s RETURNING 1
 )
@@ -387,10 +389,13 @@ SELECT coalesce(jsonb_agg(jsonb_build_object(
    AND gp.oldest_unconsumed_at <= now() - make_interval(secs => %(min_lag)s);
 
 -- name: admin_delete_consumer_group
--- Drop a group's cursors and leases on every queue, and its subscription metadata when
--- %(delete_metadata)s; returns (cursor rows deleted, metadata rows deleted).
+-- Drop a group's cursors and leases on every queue, its conflation policy (a group that
+-- comes back declares again), and its subscription metadata when %(delete_metadata)s;
+-- returns (cursor rows deleted, metadata rows deleted).
 WITH cur AS (
     DELETE FROM queen.partition_consumers WHERE consumer_group = %(group)s RETURNING 1
+), policies AS (
+    DELETE FROM queen.conflation_groups WHERE consumer_group = %(group)s
 ), meta AS (
     DELETE FROM queen.consumer_groups_metadata
      WHERE %(delete_metadata)s AND consumer_group = %(group)s
@@ -399,13 +404,16 @@ WITH cur AS (
 SELECT (SELECT count(*) FROM cur), (SELECT count(*) FROM meta);
 
 -- name: admin_delete_consumer_group_queue
--- The same for one queue (metadata rows naming that queue).
+-- The same for one queue (metadata and policy rows naming that queue).
 WITH cur AS (
     DELETE FROM queen.partition_consumers pc
      USING queen.partitions p, queen.queues q
      WHERE p.id = pc.partition_id AND q.id = p.queue_id
        AND q.name = %(queue)s AND pc.consumer_group = %(group)s
     RETURNING 1
+), policies AS (
+    DELETE FROM queen.conflation_groups
+     WHERE consumer_group = %(group)s AND queue_name = %(queue)s
 ), meta AS (
     DELETE FROM queen.consumer_groups_metadata
      WHERE %(delete_metadata)s AND consumer_group = %(group)s AND queue_name = %(queue)s

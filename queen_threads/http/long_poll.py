@@ -30,14 +30,19 @@ def answer(
     paused: Callable[[], bool],
     what: str,
     prepare: Prepare | None = None,
+    empty: Callable[[falcon.Response], None] | None = None,
 ) -> None:
     """Wait for the poll's answer and write it to `resp` (`what` names the polls in the
-    503: "long polls", "stream polls")."""
+    503: "long polls", "stream polls"). `empty` answers a poll that nothing came for (its
+    deadline passed) instead of the plain 204."""
     try:
         result = wait(lambda: client_gone(req.env), lambda nudge: watch_readable(req.env, nudge))
     except PollingError as exc:
         raise Unavailable(f"Server is busy with waiting {what} ({exc})", 1) from exc
     if result is None or result.status != 200 or not result.body:
+        if empty is not None and not client_gone(req.env) and not paused():
+            empty(resp)
+            return
         resp.status = 204
         return
     leases = list(result.lease_ids)

@@ -1,10 +1,11 @@
-"""Which query parameters each route takes: the one table, and the middleware that applies it.
+"""Which query parameters each route takes: the one table.
 
-A parameter a route does not know is answered 400 `Unknown query parameter: <name>` before
-the responder runs, so a misspelt filter (`?queu=orders`) can never pass for "no filter"
-and a parameter a route cannot apply is never silently ignored. Every (method, route
-template) the app serves has a row, as in `http/access.py`; `tests/unit/test_query_params.py`
-walks falcon's router and fails on a route without a row or a row without a route.
+A parameter a route does not know is ignored, as the official clients require of a broker,
+and reported (`http/ignored.py`: the `Queen-Ignored-Parameters` header, a counter, one log
+line), so a misspelt filter (`?queu=orders`) shows in the answer instead of passing
+silently for "no filter". Every (method, route template) the app serves has a row, as in
+`http/access.py`; `tests/unit/test_query_params.py` walks falcon's router and fails on a
+route without a row or a row without a route.
 
 A row lists what the responder reads (its parsing lives in `http/params.py`,
 `http/request.py` and the resource) and every parameter the official client sends to it.
@@ -17,9 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import falcon
-
-from queen_threads.errors import UnknownQueryParameter
 from queen_threads.http.webapp import ASSETS_ROUTE, PAGES
 
 API = "/api/v1"
@@ -30,6 +28,8 @@ CHART = TIME_RANGE | {"interval"}
 POP = frozenset({
     "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
     "subscriptionMode", "subscriptionFrom", "namespace", "task",
+    # queen-mq 2.6.0
+    "autopilot", "leaseSeconds", "conflation",
 })  # fmt: skip
 GROUP_DELETE = frozenset({"deleteMetadata"})
 
@@ -124,19 +124,3 @@ def allowed(method: str, template: str, resource: Any) -> frozenset[str] | None:
     if known is not None:
         return known
     return NONE if hasattr(resource, f"on_{method.lower()}") else None
-
-
-class StrictQueryParams:
-    """Refuses, before the responder runs, a query parameter the route does not take."""
-
-    def process_resource(
-        self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
-    ) -> None:
-        if resource is None or not req.params:
-            return
-        known = allowed(req.method, req.uri_template or "", resource)
-        if known is None:
-            return
-        unknown = sorted(name for name in req.params if name not in known)
-        if unknown:
-            raise UnknownQueryParameter(unknown, known)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import falcon
 import orjson
 
 from queen_threads.errors import PayloadTooLarge, ValidationError
+from queen_threads.http import ignored
 
 TRUE_VALUES = ("true", "1")
 
@@ -35,21 +37,38 @@ def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> 
         raise ValidationError(f"Invalid JSON: {exc}") from None
 
 
-def json_object(req: falcon.Request, max_size: int, allow_empty: bool = False) -> dict[str, Any]:
+def json_object(
+    req: falcon.Request,
+    max_size: int,
+    allow_empty: bool = False,
+    known: Collection[str] | None = None,
+) -> dict[str, Any]:
+    """The request's JSON object. With `known` (the top-level fields the route reads), any
+    other field is ignored and reported (`http/ignored.py`)."""
     body = json_body(req, max_size, allow_empty)
     if body is None:
         return {}
     if not isinstance(body, dict):
         raise ValidationError("Request body must be a JSON object")
+    if known is not None:
+        ignored.note(req, "body", sorted(key for key in body if key not in known))
     return body
 
 
 def int_param(
     req: falcon.Request, name: str, default: int, minimum: int, maximum: int | None = None
 ) -> int:
+    value = optional_int_param(req, name, minimum, maximum)
+    return default if value is None else value
+
+
+def optional_int_param(
+    req: falcon.Request, name: str, minimum: int, maximum: int | None = None
+) -> int | None:
+    """The integer parameter `name`, None when absent; a 400 outside [minimum, maximum]."""
     raw = req.get_param(name)
     if raw is None or raw == "":
-        return default
+        return None
     try:
         value = int(raw)
     except ValueError:

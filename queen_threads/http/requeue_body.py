@@ -1,11 +1,12 @@
-"""The body of POST /api/v1/dlq/requeue, checked strictly before anything runs.
+"""The body of POST /api/v1/dlq/requeue, checked before anything runs.
 
-A bulk requeue changes many messages at once, so a misspelt key (`consumergroup`, `qeue`)
-must not silently widen the selection to the whole DLQ: unknown keys are a 400 naming
-them, and a body without any filter is a 400 too (`queue` alone is enough to take a whole
-queue). A run is bounded: `limit` messages at most, and with `perSecond` no longer than
-`MAX_RUN_SECONDS` (the numbers are named in the refusal), since a request that runs for
-an hour would outlive proxies, clients and deployments.
+A bulk requeue changes many messages at once. Fields it does not know are ignored, as on
+every route, and named in the `Queen-Ignored-Parameters` header, and the answer repeats
+them as `ignoredFields` so a `dryRun` shows a misspelt filter (`consumergroup`) before
+the real run widens nothing by mistake. A body without any filter is a 400 (`queue` alone
+is enough to take a whole queue). A run is bounded: `limit` messages at most, and with
+`perSecond` no longer than `MAX_RUN_SECONDS` (the numbers are named in the refusal),
+since a request that runs for an hour would outlive proxies, clients and deployments.
 """
 
 from __future__ import annotations
@@ -31,11 +32,6 @@ ID_KEYS = ("partitionId", "transactionId")
 
 def requeue_plan(body: dict[str, Any]) -> RequeuePlan:
     """The validated plan of one request; ValidationError (400) on anything off."""
-    unknown = sorted(set(body) - set(KEYS))
-    if unknown:
-        raise ValidationError(
-            f"Unknown field(s) {', '.join(unknown)}: accepted are {', '.join(KEYS)}"
-        )
     selection = _selection(body)
     if selection.is_empty():
         raise ValidationError(

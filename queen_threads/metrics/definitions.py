@@ -64,6 +64,12 @@ class PromMetrics:
             "retry, already_acked, rejected).",
             ["queue", "status"],
         )
+        self.conflated = Counter(
+            "queen_messages_conflated_total",
+            "Messages a conflating consumer group skipped (its pops deliver the newest "
+            "message of a partition only), by queue.",
+            ["queue"],
+        )
         self.decryption_errors = Counter(
             "queen_decryption_errors_total",
             "Messages of encrypted queues sent out with data null and a decryptionError "
@@ -197,6 +203,12 @@ class PromMetrics:
             "queen_wakeup_listener_events_total",
             "LISTEN/NOTIFY listener: reconnects, errors (failures of any kind).",
             ["event"],
+        )
+        self.ignored_parameters = Counter(
+            "queen_ignored_parameters_total",
+            "Query parameters and body fields a route does not know, ignored (http/ignored.py), "
+            "by route, kind (query, body) and name.",
+            ["route", "kind", "name"],
         )
         self.start_time = Gauge(
             "queen_worker_start_time_seconds",

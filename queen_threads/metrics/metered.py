@@ -127,6 +127,9 @@ class MeteredQueueStore(QueueStore):
                 self.counters.popped.add(len(delivered))
             if self.minutes is not None:
                 self.minutes.add("popped", (queue for (queue,) in delivered))
+        for result in results:  # messages a conflating group skipped (the newest came)
+            if result.get("conflated"):
+                prom().conflated.labels(str(result.get("queue") or "")).inc(result["conflated"])
         return results
 
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
@@ -154,8 +157,10 @@ class MeteredQueueStore(QueueStore):
         )
         return results
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = super().transaction(operations)
+    def transaction(
+        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+    ) -> dict[str, Any]:
+        result = super().transaction(operations, required_leases)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []

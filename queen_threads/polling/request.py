@@ -28,6 +28,11 @@ class PopRequest:
     subscription_mode: str | None = None
     subscription_from: str | None = None
     auto_ack: bool = False
+    lease_seconds: int | None = None  # this pop's lease instead of the queue's leaseTime
+    # pop autopilot: the server sizes the dimensions the client left out (queen._autopilot)
+    autopilot_batch: bool = False
+    autopilot_partitions: bool = False
+    conflation: bool = False  # asked for; the group's stored policy decides (26_conflation.sql)
 
     def __post_init__(self) -> None:
         if self.batch < 1:
@@ -67,4 +72,8 @@ class PopRequest:
             "subscriptionMode": self.subscription_mode,
             "subscriptionFrom": self.subscription_from,
             "stopOnEmpty": stop_on_empty,
+            "leaseSeconds": self.lease_seconds,
+            "autopilotBatch": self.autopilot_batch,
+            "autopilotPartitions": self.autopilot_partitions,
+            "conflation": self.conflation,
         }

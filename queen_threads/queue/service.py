@@ -83,8 +83,10 @@ class QueueService:
                 self._announce(event)
         return results
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
-        result = self.store.transaction(operations)
+    def transaction(
+        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+    ) -> dict[str, Any]:
+        result = self.store.transaction(operations, required_leases)
         if result.get("success"):
             self._announce_pushed(
                 [(i["queue"], i["partition"]) for op in operations for i in op.get("items") or ()]

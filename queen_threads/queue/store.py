@@ -112,14 +112,19 @@ class QueueStore:
         self._saw_wake_epoch(epoch)
         return list(results)
 
-    def transaction(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
+    def transaction(
+        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+    ) -> dict[str, Any]:
+        """Pushes and acks in one database transaction; an ack without a leaseId of its own
+        is fenced by the one lease of `required_leases` when it names exactly one."""
         pushed = [i for op in operations if op.get("type") == "push" for i in op["items"]]
         queues = self._encrypted_queues(pushed)
         sent = [
             {**op, "items": self._sealed(op["items"], queues)} if op.get("type") == "push" else op
             for op in operations
         ]
-        return dict(self.db.call("execute_transaction", {"operations": sent}))
+        body = {"operations": sent, "requiredLeases": required_leases or []}
+        return dict(self.db.call("execute_transaction", body))
 
     def wake(self, batch: dict[str, Any]) -> int:
         """NOTIFY other processes of wake-up events, after the commits that made them

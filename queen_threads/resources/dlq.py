@@ -14,7 +14,7 @@ from queen_threads.errors import ValidationError
 from queen_threads.http.connection import client_gone
 from queen_threads.http.params import name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
-from queen_threads.http.requeue_body import requeue_plan
+from queen_threads.http.requeue_body import KEYS, requeue_plan
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.dlq_requeue import DlqRequeuer
 
@@ -57,5 +57,8 @@ class Requeue:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        plan = requeue_plan(json_object(req, self.body_limit))
-        media(resp, self.requeuer.run(plan, stop=lambda: client_gone(req.env)))
+        body = json_object(req, self.body_limit, known=KEYS)
+        plan = requeue_plan(body)
+        result = self.requeuer.run(plan, stop=lambda: client_gone(req.env))
+        ignored = sorted(key for key in body if key not in KEYS)
+        media(resp, {**result, "ignoredFields": ignored} if ignored else result)

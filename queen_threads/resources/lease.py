@@ -1,4 +1,5 @@
-"""POST /api/v1/lease/{leaseId}/extend: empty body = the queue's lease time."""
+"""POST /api/v1/lease/{leaseId}/extend: empty body = the queue's lease time; the answer is
+{leaseId, success, renewed, newExpiresAt, expiresAt, error}."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
 from queen_threads.runtime import Runtime
 
-MAX_EXTEND_SECONDS = 7 * 24 * 3600
+MAX_EXTEND_SECONDS = 7 * 24 * 3600  # also the most a pop's leaseSeconds may ask for
 
 
 class LeaseExtend:
@@ -16,7 +17,9 @@ class LeaseExtend:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, leaseId: str) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size, allow_empty=True)
+        body = json_object(
+            req, self.runtime.settings.max_body_size, allow_empty=True, known=("seconds",)
+        )
         seconds = body.get("seconds")
         if seconds is not None and (
             isinstance(seconds, bool)
@@ -27,4 +30,8 @@ class LeaseExtend:
         lease = v.uuid_str(leaseId, "leaseId")
         assert lease is not None
         result = self.runtime.store.renew(lease, seconds)
-        media(resp, result, 200 if result.get("success") else 404)
+        # A lease the server freed or that expired: 200 with success false and renewed 0
+        # (the 2.6.0 client reads those); one it never handed out: 404, which the 0.15.0
+        # client needs to report the failure (it takes any 2xx for success).
+        known = result.pop("known", False)
+        media(resp, result, 200 if result.get("success") or known else 404)

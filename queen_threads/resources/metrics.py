@@ -24,6 +24,7 @@ class Metrics:
             "uptime": round(time.time() - rt.started_at, 3),
             "worker": {"pid": rt.worker_id},
             "requests": rt.stats.snapshot(),
+            "ignoredParameters": rt.ignored.stats(),
             "messages": rt.instruments.counters.messages_snapshot(),
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),

@@ -19,15 +19,27 @@ import orjson
 from queen_threads import validation as v
 from queen_threads.errors import QueenError
 from queen_threads.http import long_poll
-from queen_threads.http.request import bool_param, int_param, str_param
+from queen_threads.http.request import (
+    bool_param,
+    int_param,
+    media,
+    optional_int_param,
+    str_param,
+)
 from queen_threads.polling import PopRequest
 from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
+from queen_threads.resources.lease import MAX_EXTEND_SECONDS
 from queen_threads.runtime import Runtime
 
 log = logging.getLogger("queen_threads.pop")
 
 MAX_BATCH = 10_000
 MAX_PARTITIONS = 100
+MAX_LEASE_SECONDS = MAX_EXTEND_SECONDS  # a week, as a lease extension
+
+
+def absent(req: falcon.Request, name: str) -> bool:
+    return req.get_param(name) in (None, "")
 
 
 def pop_request(
@@ -42,6 +54,7 @@ def pop_request(
         str_param(req, "subscriptionMode") or s.default_subscription_mode or None,
         str_param(req, "subscriptionFrom"),
     )
+    autopilot = bool_param(req, "autopilot")
     namespace = task = None
     if queue is None:
         namespace = v.optional_name(str_param(req, "namespace"), "Namespace")
@@ -62,6 +75,11 @@ def pop_request(
         if partition is not None
         else int_param(req, "partitions", 1, 1, MAX_PARTITIONS),
         auto_ack=bool_param(req, "autoAck"),
+        lease_seconds=optional_int_param(req, "leaseSeconds", 1, MAX_LEASE_SECONDS),
+        # autopilot sizes only what the client left out, never a value it set
+        autopilot_batch=autopilot and absent(req, "batch"),
+        autopilot_partitions=autopilot and partition is None and absent(req, "partitions"),
+        conflation=bool_param(req, "conflation"),
         subscription_mode=mode,
         subscription_from=start,
     )
@@ -83,9 +101,19 @@ class Pop:
         if bool_param(req, "wait") and timeout > 0:
             self._long_poll(req, resp, request, min(timeout, s.max_timeout_ms))
             return
+        self._once(resp, request)
+
+    def _once(self, resp: falcon.Response, request: PopRequest) -> None:
+        """One pop now. Empty: 204, except for a pop that asked for conflation, which
+        always gets the body with the group's policy (`conflation` or
+        `conflationConflict`): the 2.6.0 client takes a bare 204 for a broker that
+        ignored the request."""
         result = self.runtime.queues.pop(request)
         if not result.get("messages"):
-            resp.status = 204
+            if request.conflation:
+                media(resp, result)
+            else:
+                resp.status = 204
             return
         leases = lease_ids_of(result)  # none when autoAck consumed them already
         long_poll.write_leased(
@@ -105,6 +133,8 @@ class Pop:
             paused=lambda: self.runtime.maintenance.pop_on,
             what="long polls",
             prepare=self._auto_ack if request.auto_ack else None,
+            # at the deadline, a last look answers with the group's conflation policy
+            empty=partial(self._once, request=request) if request.conflation else None,
         )
 
     def _auto_ack(self, body: bytes) -> tuple[bytes, Callable[[], None]]:

@@ -33,7 +33,9 @@ class Define:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        definition = stream_body.define_body(json_object(req, self.runtime.settings.max_body_size))
+        definition = stream_body.define_body(
+            json_object(req, self.runtime.settings.max_body_size, known=stream_body.DEFINE_KEYS)
+        )
         result = self.runtime.streams.define(definition)
         error = result.get("error")
         if error == "sources_not_found":
@@ -54,7 +56,9 @@ class Poll:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         s = self.runtime.settings
         poll = stream_body.poll_body(
-            json_object(req, s.max_body_size), s.default_timeout_ms, s.max_timeout_ms
+            json_object(req, s.max_body_size, known=stream_body.POLL_KEYS),
+            s.default_timeout_ms,
+            s.max_timeout_ms,
         )
         if self.runtime.maintenance.pop_on:  # pop maintenance: nothing is handed out
             resp.status = 204
@@ -94,7 +98,9 @@ class Ack:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.ack_body(json_object(req, self.runtime.settings.max_body_size))
+        body = stream_body.ack_body(
+            json_object(req, self.runtime.settings.max_body_size, known=stream_body.ACK_KEYS)
+        )
         result = self.runtime.streams.ack(body["leaseId"], body["success"])
         if result.get("error"):
             expired = " (expired)" if result.get("expired") else ""
@@ -107,7 +113,9 @@ class RenewLease:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.renew_body(json_object(req, self.runtime.settings.max_body_size))
+        body = stream_body.renew_body(
+            json_object(req, self.runtime.settings.max_body_size, known=stream_body.RENEW_KEYS)
+        )
         result = self.runtime.streams.store.renew(body["leaseId"], body["extendMs"])
         if result is None:
             raise NotFound(f"Lease not found or expired: {body['leaseId']}")
@@ -119,7 +127,9 @@ class Seek:
         self.runtime = runtime
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.seek_body(json_object(req, self.runtime.settings.max_body_size))
+        body = stream_body.seek_body(
+            json_object(req, self.runtime.settings.max_body_size, known=stream_body.SEEK_KEYS)
+        )
         result = self.runtime.streams.seek(body)
         if result is None:
             raise _stream_not_found(body["stream"])

@@ -5,7 +5,11 @@
 --           consumerGroup (default "__QUEUE_MODE__"), batch (default 1),
 --           partitions (default 1; claim up to N partitions, batch is the global cap),
 --           leaseId (uuid), leaseSeconds (default: the queue's leaseTime, else 60), autoAck,
---           subscriptionMode|null, subscriptionFrom|null, stopOnEmpty}
+--           subscriptionMode|null, subscriptionFrom|null, stopOnEmpty,
+--           autopilotBatch, autopilotPartitions (left to queen._autopilot; the answer then
+--           carries autopilot: {partitions, batch, waitMs}), conflation (requested; the
+--           group's stored policy decides, queen._conflation: the answer carries
+--           conflation: true and conflated: <skipped>, or conflationConflict: true)}
 -- Result:  {idx, success, leaseId ('' if autoAck or nothing delivered), queue, partition,
 --           partitionId, consumerGroup, partitionsClaimed, skipped, messages:[{id, transactionId,
 --           partitionId, partition, queue, leaseId, consumerGroup, data, traceId, producerSub,
@@ -43,11 +47,27 @@ DECLARE
     v_hi_ts      timestamptz;
     v_mw_ts      timestamptz;
     v_lease_secs integer;
+    -- pop autopilot (queen._autopilot): the dimensions the client left to the server
+    v_ap_batch   boolean := coalesce(queen._jbool(p_req -> 'autopilotBatch', false), false);
+    v_ap_parts   boolean := coalesce(queen._jbool(p_req -> 'autopilotPartitions', false), false);
+    v_ready      integer;   -- ready partitions of the scope at the first look
+    v_lag        interval;  -- the most a ready candidate's cursor trails its partition
+    v_active     integer;
+    v_total      bigint;
+    v_budget     integer;
+    v_lag_now    interval;
+    -- conflation (queen._conflation): newest message per partition only
+    v_conf_req   boolean := coalesce(queen._jbool(p_req -> 'conflation', false), false);
+    v_conf       boolean := false;
+    v_conflict   boolean := false;
+    v_skipped    bigint := 0;
+    v_newest     record;
 BEGIN
     IF v_lease IS NULL THEN
         v_lease := gen_random_uuid();
     END IF;
     v_lease_txt := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
+    v_budget := v_remaining;
 
     IF v_queue IS NULL AND v_ns IS NULL AND v_task IS NULL THEN
         v_parts := '{}';
@@ -87,6 +107,8 @@ BEGIN
                AND (v_task IS NULL OR q.task = v_task);
         END IF;
         v_parts := coalesce(v_parts, '{}');
+        SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
+          FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_parts, v_conf_req) cf;
     END IF;
 
     IF cardinality(v_parts) > 0 THEN
@@ -99,11 +121,15 @@ BEGIN
             --    visited (no cursor row yet) qualifies too. Highest queue priority, then
             --    least recently consumed first.
             SELECT array_agg(x.pid ORDER BY x.prio DESC, x.lca ASC NULLS FIRST, x.lmc, x.pid),
-                   array_agg(x.pid ORDER BY x.pid) FILTER (WHERE x.missing)
-              INTO v_cands, v_missing
+                   array_agg(x.pid ORDER BY x.pid) FILTER (WHERE x.missing),
+                   max(x.total), max(x.lag)
+              INTO v_cands, v_missing, v_total, v_lag_now
               FROM (SELECT pl.partition_id AS pid, pc.partition_id IS NULL AS missing,
                            q.priority AS prio, pc.last_consumed_at AS lca,
-                           pl.last_message_created_at AS lmc
+                           pl.last_message_created_at AS lmc,
+                           count(*) OVER () AS total,  -- before the LIMIT: every ready one
+                           coalesce(pl.last_message_created_at - pc.last_consumed_created_at,
+                                    interval '100 years') AS lag
                       FROM queen.partition_lookup pl
                       JOIN queen.queues q ON q.id = pl.queue_id
                       LEFT JOIN queen.partition_consumers pc
@@ -131,6 +157,20 @@ BEGIN
                               pl.last_message_created_at ASC, pl.partition_id
                      LIMIT 8) x;
             EXIT WHEN v_cands IS NULL;
+
+            IF v_ready IS NULL AND (v_ap_batch OR v_ap_parts) THEN
+                v_ready := v_total;
+                v_lag := v_lag_now;
+                SELECT count(DISTINCT pc.lease_id)::integer INTO v_active
+                  FROM queen.partition_consumers pc
+                 WHERE pc.partition_id = ANY (v_parts) AND pc.consumer_group = v_group
+                   AND pc.lease_expires_at > v_now;
+                SELECT a.partitions, a.batch INTO v_max_parts, v_budget
+                  FROM queen._autopilot(v_ready, v_active, v_lag,
+                                        CASE WHEN v_ap_parts THEN NULL ELSE v_max_parts END,
+                                        CASE WHEN v_ap_batch THEN NULL ELSE v_remaining END) a;
+                v_remaining := v_budget;
+            END IF;
 
             -- 2. First visit of this group to a partition: create its cursor (queue mode and
             --    'all' subscriptions start at the beginning, 'new'/timestamp ones after the
@@ -199,6 +239,28 @@ BEGIN
             v_hi_ts := CASE WHEN c.delayed_processing > 0
                             THEN v_now - make_interval(secs => c.delayed_processing)
                             ELSE 'infinity'::timestamptz END;
+
+            IF v_conf THEN
+                -- Conflation: the window starts just before the newest visible message, so
+                -- it is the one delivered; the older ones are skipped (and counted) when
+                -- its ack, or autoAck, moves the cursor to it.
+                SELECT mm.id, mm.created_at INTO v_newest
+                  FROM queen.messages mm
+                 WHERE mm.partition_id = c.partition_id
+                   AND (mm.created_at, mm.id) > (v_lo_ts, v_lo_id)
+                   AND mm.created_at <= v_hi_ts
+                 ORDER BY mm.created_at DESC, mm.id DESC
+                 LIMIT 1;
+                IF FOUND THEN
+                    v_skipped := v_skipped + (
+                        SELECT count(*) FROM queen.messages mm
+                         WHERE mm.partition_id = c.partition_id
+                           AND (mm.created_at, mm.id) > (v_lo_ts, v_lo_id)
+                           AND (mm.created_at, mm.id) < (v_newest.created_at, v_newest.id));
+                    v_lo_ts := v_newest.created_at;
+                    v_lo_id := v_newest.id - 1;
+                END IF;
+            END IF;
 
             SELECT count(*)::integer AS n,
                    array_agg(m.id ORDER BY m.created_at, m.id) AS ids,
@@ -292,7 +354,16 @@ BEGIN
         'partitionId', v_first_pid,
         'consumerGroup', v_group,
         'partitionsClaimed', v_claimed,
-        'messages', v_msgs);
+        'messages', v_msgs)
+        || CASE WHEN v_ap_batch OR v_ap_parts
+                THEN jsonb_build_object('autopilot', jsonb_build_object(
+                         'partitions', v_max_parts,
+                         'batch', v_budget,
+                         'waitMs', 0))
+                ELSE '{}'::jsonb END
+        || CASE WHEN v_conf THEN jsonb_build_object('conflation', true, 'conflated', v_skipped)
+                WHEN v_conflict THEN '{"conflationConflict": true}'::jsonb
+                ELSE '{}'::jsonb END;
 END;
 $$;
 

@@ -72,6 +72,9 @@ BEGIN
     UPDATE queen.partition_consumers
        SET last_consumed_id = p_pc.last_consumed_id,
            last_consumed_created_at = p_pc.last_consumed_created_at,
+           -- a lease this write frees is remembered (renewing it is "released", not unknown)
+           last_lease_id = CASE WHEN p_pc.lease_id IS DISTINCT FROM lease_id
+                                THEN coalesce(lease_id, last_lease_id) ELSE last_lease_id END,
            lease_id = p_pc.lease_id,
            lease_expires_at = p_pc.lease_expires_at,
            lease_acquired_at = p_pc.lease_acquired_at,
@@ -97,9 +100,27 @@ BEGIN
 END;
 $$;
 
+-- The answer to an ack of a message its group has already committed: a completed ack is a
+-- harmless no-op (success, noop), any nack (failed, retry, dlq) is refused: it can no longer
+-- be honoured, and saying so beats a silent success (the 2.6.0 client's contract).
+CREATE OR REPLACE FUNCTION queen._ack_committed(
+    p_status text, OUT success boolean, OUT status text, OUT noop boolean, OUT error text
+) LANGUAGE sql IMMUTABLE AS $$
+    SELECT p_status IN ('completed', 'success'),
+           CASE WHEN p_status IN ('completed', 'success') THEN 'already_acked' END,
+           p_status IN ('completed', 'success'),
+           CASE WHEN p_status NOT IN ('completed', 'success')
+                THEN format('Already committed: the consumer group''s cursor is past this '
+                            'message, so a %s cannot be applied', p_status) END
+$$;
+
 -- p_acks: array of {transactionId, partitionId, status, error, errorType, retryable,
 --         consumerGroup, leaseId}.
--- p_tx:   transaction mode: no lease check, 'failed' goes straight to the DLQ.
+-- p_tx:   transaction mode: 'failed' goes straight to the DLQ and a nack keeps the batch's
+--         lease. A leaseId is checked in both modes (lease fencing).
+-- A completed ack commits the silent gap before it in its delivered batch; an ack of a
+-- committed message is a no-op flagged noop, a nack of one is refused (_ack_committed).
+-- A nack ('failed', 'retry', 'dlq') releases the lease outside transactions.
 -- A 'failed' item is retryable unless it says retryable:false, or errorType 'validation'
 -- without retryable:true; a non-retryable one goes to the DLQ at once. A retryable one
 -- waits queen.retry_delay_ms (the queue's policy) before its next delivery, until
@@ -143,6 +164,9 @@ DECLARE
     v_delay     integer;   -- retry wait scheduled by this item, ms
     v_retryable boolean;
     v_reason    text;
+    v_noop      boolean;
+    v_gap       integer := 0;  -- v_batch[1:v_gap] is committed by this request's acks
+    v_pos       integer;
 BEGIN
     IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' OR jsonb_array_length(p_acks) = 0 THEN
         RETURN '[]'::jsonb;
@@ -186,6 +210,7 @@ BEGIN
             v_batch := v_pc.batch_ids;
             v_acked := coalesce(v_pc.acked_ids, '{}');
             v_loaded := true;
+            v_gap := 0;
             v_dirty := false;
             v_notify := false;
             v_rel_batch := NULL;
@@ -203,11 +228,13 @@ BEGIN
         v_released := false;
         v_dlq := false;
         v_delay := NULL;
+        v_noop := false;
 
         <<item>>
         BEGIN
             IF r.mid IS NULL THEN
-                v_error := 'Message not found';
+                v_error := 'Unresolvable transaction: no message with this transactionId in '
+                           'this partition (never pushed, or removed by retention)';
                 EXIT item;
             END IF;
             IF r.status NOT IN ('completed', 'success', 'failed', 'dlq', 'retry') THEN
@@ -215,13 +242,15 @@ BEGIN
                 EXIT item;
             END IF;
 
-            -- Already consumed (at/behind the cursor, or acked out of order): harmless no-op.
+            -- Already committed (at/behind the cursor, or committed by a later ack of its
+            -- batch): a completed ack is a harmless no-op and says so (noop); a nack can no
+            -- longer be honoured and is refused instead of silently accepted.
             IF v_exists AND (
                    (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
                                       v_pc.last_consumed_id)
                    OR r.mid = ANY (v_acked)) THEN
-                v_success := true;
-                v_status := 'already_acked';
+                SELECT a.success, a.status, a.noop, a.error
+                  INTO v_success, v_status, v_noop, v_error FROM queen._ack_committed(r.status) a;
                 EXIT item;
             END IF;
 
@@ -236,8 +265,9 @@ BEGIN
                 EXIT item;
             END IF;
 
-            -- A leaseId must name the live lease of (partition, group).
-            IF r.lease_txt IS NOT NULL AND NOT p_tx THEN
+            -- A leaseId must name the live lease of (partition, group), in a transaction too
+            -- (lease fencing: a holder whose lease expired commits nothing).
+            IF r.lease_txt IS NOT NULL THEN
                 v_lease := queen._try_uuid(r.lease_txt);
                 IF NOT v_exists OR v_lease IS NULL OR v_pc.lease_id IS DISTINCT FROM v_lease
                    OR v_pc.lease_expires_at IS NULL OR v_pc.lease_expires_at <= v_now THEN
@@ -250,7 +280,7 @@ BEGIN
                 -- Not delivered under the current lease. Without a lease (transactions,
                 -- clients that omit it) the next message after the cursor may still be acked
                 -- when nobody holds the partition; anything else would skip messages.
-                IF r.lease_txt IS NOT NULL AND NOT p_tx THEN
+                IF r.lease_txt IS NOT NULL THEN
                     v_error := 'Message was not delivered under this lease';
                     EXIT item;
                 END IF;
@@ -274,8 +304,9 @@ BEGIN
                     v_acked := coalesce(v_pc.acked_ids, '{}');
                     IF (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
                                           v_pc.last_consumed_id) THEN
-                        v_success := true;
-                        v_status := 'already_acked';
+                        SELECT a.success, a.status, a.noop, a.error
+                          INTO v_success, v_status, v_noop, v_error
+                          FROM queen._ack_committed(r.status) a;
                         EXIT item;
                     END IF;
                 END IF;
@@ -293,6 +324,7 @@ BEGIN
                 v_pc.lease_acquired_at := NULL;
                 v_batch := ARRAY[r.mid];
                 v_acked := '{}';
+                v_gap := 0;
             END IF;
 
             v_dirty := true;
@@ -312,7 +344,17 @@ BEGIN
             END IF;
 
             IF r.status IN ('completed', 'success') THEN
-                v_acked := v_acked || r.mid;
+                -- An ack is a commit: it completes every message delivered before it under
+                -- this lease that was neither acked nor nacked (the silent gap), never one
+                -- outside the delivered batch. A nack earlier in the batch has already
+                -- released it (below), so a later ack cannot pass over a nack.
+                v_pos := array_position(v_batch, r.mid);
+                IF v_pos > v_gap THEN
+                    v_acked := v_acked || v_batch[v_gap + 1:v_pos];
+                    v_gap := v_pos;
+                ELSE
+                    v_acked := v_acked || r.mid;
+                END IF;
                 v_status := 'completed';
             ELSIF v_reason IS NOT NULL THEN
                 v_hist := v_hist || jsonb_build_array(
@@ -342,6 +384,27 @@ BEGIN
                 END IF;
                 v_status := 'failed_dlq';
                 v_dlq := true;
+                -- A nack ends the lease (the consumer drops the rest of its batch, which is
+                -- redelivered at once), once everything before the dead-lettered message is
+                -- done; with a silent gap before it the lease stays, so the message is not
+                -- delivered again from the cursor. Transactions keep their batch.
+                IF NOT p_tx AND v_pc.lease_id IS NOT NULL THEN
+                    v_pc.batch_ids := v_batch;
+                    v_pc.acked_ids := v_acked;
+                    v_pc := queen._pc_apply_prefix(v_pc);
+                    v_batch := v_pc.batch_ids;
+                    v_acked := coalesce(v_pc.acked_ids, '{}');
+                    v_gap := 0;
+                    IF NOT r.mid = ANY (coalesce(v_batch, '{}')) THEN
+                        v_rel_batch := v_batch;
+                        v_released := true;
+                        v_pc.lease_id := NULL;
+                        v_pc.lease_expires_at := NULL;
+                        v_pc.lease_acquired_at := NULL;
+                        v_batch := NULL;
+                        v_acked := '{}';
+                    END IF;
+                END IF;
             ELSE
                 -- 'failed' below the limit, or 'retry': give the partition back; the cursor
                 -- stays before this message (it only covers the done prefix before it).
@@ -376,6 +439,7 @@ BEGIN
                 v_pc.lease_acquired_at := NULL;
                 v_batch := NULL;
                 v_acked := '{}';
+                v_gap := 0;
             END IF;
             v_success := true;
 
@@ -387,6 +451,7 @@ BEGIN
                 v_pc := queen._pc_apply_prefix(v_pc);
                 v_batch := v_pc.batch_ids;
                 v_acked := coalesce(v_pc.acked_ids, '{}');
+                v_gap := 0;
                 IF cardinality(v_batch) = 0 THEN
                     v_released := v_pc.lease_id IS NOT NULL;
                     v_pc.total_batches_consumed := v_pc.total_batches_consumed + 1;
@@ -412,6 +477,7 @@ BEGIN
             'partitionName', r.pname,
             'leaseReleased', v_released,
             'dlq', v_dlq)
+            || CASE WHEN v_noop THEN '{"noop": true}'::jsonb ELSE '{}'::jsonb END
             || CASE WHEN v_delay IS NULL THEN '{}'::jsonb
                     ELSE jsonb_build_object('retryDelayMs', v_delay, 'nextAttemptAt',
                                             queen._iso_ms(v_now + v_delay * interval '1 millisecond'))

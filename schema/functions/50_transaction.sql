@@ -8,7 +8,11 @@
 --            {index, type:"push", itemIndex, success, status, transactionId, messageId, partitionId,
 --             queueName, error and reason (as push: queue_full...) when it failed}
 --          | {index, type:"ack", success, status, transactionId, error, dlq}]}
--- Transaction acks are not lease-checked and 'failed' goes straight to the dead-letter queue.
+-- An ack is fenced by its lease: the operation's leaseId, or, when it names none and
+-- requiredLeases names exactly one, that one (the 2.6.0 client's rule: in a bundle of two
+-- leases an ack without its own is not lent one). An ack under a lease that expired or is
+-- another's fails, and with it the whole bundle. 'failed' goes straight to the dead-letter
+-- queue. A failure's error starts with "Transaction rolled back:".
 CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -25,6 +29,9 @@ DECLARE
     v_item    jsonb;
     v_ack     jsonb;
     v_fail    text;
+    v_lend    jsonb := CASE WHEN jsonb_typeof(p -> 'requiredLeases') = 'array'
+                             AND jsonb_array_length(p -> 'requiredLeases') = 1
+                            THEN p -> 'requiredLeases' -> 0 END;
 BEGIN
     IF v_ops IS NULL OR jsonb_typeof(v_ops) <> 'array' THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array required',
@@ -68,7 +75,10 @@ BEGIN
                     END IF;
                 END LOOP;
             ELSIF v_type = 'ack' THEN
-                v_ack := (queen._ack_items(jsonb_build_array(v_op - 'type' - 'leaseId'), true)) -> 0;
+                IF nullif(v_op ->> 'leaseId', '') IS NULL AND v_lend IS NOT NULL THEN
+                    v_op := v_op || jsonb_build_object('leaseId', v_lend);
+                END IF;
+                v_ack := (queen._ack_items(jsonb_build_array(v_op - 'type'), true)) -> 0;
                 v_results := v_results || jsonb_build_object(
                     'index', v_idx,
                     'type', 'ack',
@@ -91,7 +101,7 @@ BEGIN
         END LOOP;
     EXCEPTION WHEN others THEN
         GET STACKED DIAGNOSTICS v_fail = MESSAGE_TEXT;
-        RETURN jsonb_build_object('success', false, 'error', v_fail,
+        RETURN jsonb_build_object('success', false, 'error', 'Transaction rolled back: ' || v_fail,
                                   'results', to_jsonb(v_results));
     END;
 

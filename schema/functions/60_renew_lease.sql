@@ -1,8 +1,12 @@
 -- LEASE RENEW: {leaseId, seconds|null}. Extends every live partition_consumers row holding
 -- the lease to greatest(current expiry, now + seconds); seconds NULL / missing = the queue's
 -- lease time (60 when it is 0).
--- Returns {leaseId, success, newExpiresAt, expiresAt, error} (timestamps ms ISO with Z).
-CREATE OR REPLACE FUNCTION queen.renew_lease_v2(p jsonb)
+-- Returns {leaseId, success, renewed, newExpiresAt, expiresAt, error, known} (timestamps ms
+-- ISO with Z): `renewed` counts the (partition, group) rows extended (a multi-partition pop
+-- holds one lease on each). When nothing was extended, `known` says whether the server
+-- still remembers the lease (expired, or freed by an ack or a release: 0011_client26_core.sql)
+-- or never handed it out; the HTTP layer answers 200 for the first and 404 for the second.
+CREATE OR REPLACE FUNCTION queen.renew_lease_v3(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
@@ -13,6 +17,7 @@ DECLARE
     v_lease   uuid := queen._try_uuid(p ->> 'leaseId');
     v_seconds integer := queen._jint(p -> 'seconds', NULL);
     v_expires timestamptz;
+    v_count   integer := 0;
     v_ts      text;
 BEGIN
     IF v_seconds IS NOT NULL AND v_seconds <= 0 THEN
@@ -31,15 +36,30 @@ BEGIN
                AND pt.id = pc.partition_id
             RETURNING pc.lease_expires_at
         )
-        SELECT max(lease_expires_at) INTO v_expires FROM upd;
+        SELECT max(lease_expires_at), count(*) INTO v_expires, v_count FROM upd;
     END IF;
     IF v_expires IS NULL THEN
-        RETURN jsonb_build_object('leaseId', p ->> 'leaseId', 'success', false,
-                                  'newExpiresAt', NULL, 'expiresAt', NULL,
-                                  'error', 'Lease not found or expired');
+        RETURN jsonb_build_object(
+            'leaseId', p ->> 'leaseId', 'success', false, 'renewed', 0,
+            'newExpiresAt', NULL, 'expiresAt', NULL,
+            'error', 'Lease not renewed: it expired, was released by an ack or nack, or does not exist',
+            'known', v_lease IS NOT NULL AND EXISTS (
+                SELECT 1 FROM queen.partition_consumers pc
+                 WHERE pc.lease_id = v_lease OR pc.last_lease_id = v_lease));
     END IF;
     v_ts := queen._iso_ms(v_expires);
-    RETURN jsonb_build_object('leaseId', v_lease::text, 'success', true,
-                              'newExpiresAt', v_ts, 'expiresAt', v_ts, 'error', NULL);
+    RETURN jsonb_build_object('leaseId', v_lease::text, 'success', true, 'renewed', v_count,
+                              'newExpiresAt', v_ts, 'expiresAt', v_ts, 'error', NULL,
+                              'known', true);
 END;
+$$;
+
+-- The earlier answer, kept for SQL callers during a deploy: v3 without renewed/known.
+CREATE OR REPLACE FUNCTION queen.renew_lease_v2(p jsonb)
+RETURNS jsonb
+LANGUAGE sql AS $$
+    SELECT r - 'renewed' - 'known'
+           || CASE WHEN (r ->> 'success')::boolean THEN '{}'::jsonb
+                   ELSE jsonb_build_object('error', 'Lease not found or expired') END
+      FROM queen.renew_lease_v3(p) AS r
 $$;

@@ -15,7 +15,8 @@ BEGIN
       FROM jsonb_array_elements_text(coalesce(p -> 'leaseIds', '[]'::jsonb)) AS x;
     FOR v_row IN
         UPDATE queen.partition_consumers pc
-           SET lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
+           SET last_lease_id = pc.lease_id,
+               lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                batch_ids = NULL, acked_ids = NULL
           FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
          WHERE pc.lease_id = ANY (v_ids) AND p.id = pc.partition_id

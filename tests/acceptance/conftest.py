@@ -21,9 +21,11 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 from queen import Queen
 
+from tests.client26.run import SdistRun, ensure_installed
 from tests.conftest import database_from_template
 from tests.support.browser import launch
 from tests.support.server import ServerProcess
+from tests.support.tokens import SECRET, hs256
 
 T = TypeVar("T")
 ClientRun = Callable[..., Any]
@@ -122,3 +124,50 @@ def module_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
     """A fresh copy of the migrated template for one test module."""
     with database_from_template(pg_admin_dsn, template_db) as dsn:
         yield dsn
+
+
+# -- the official client queen-mq 2.6.0's own suite (tests/client26/) ------------------------
+CLIENT26_MODULE = "tests/acceptance/test_client26.py"
+ENCRYPTION_KEY = "ab" * 32
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The 2.6.0 suite runs in the background from the session's first test on (it waits
+    on its server far more than it computes); its per-file verdicts come last, when it has
+    long finished, instead of blocking the session while it runs."""
+    items.sort(key=lambda item: item.nodeid.startswith(CLIENT26_MODULE))
+
+
+@pytest.fixture(scope="session")
+def client26_runs(
+    pg_admin_dsn: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[SdistRun]]:
+    """The sdist's tests against two real servers, each on its own database: every file
+    against the default server (with an encryption key, as its queue tests configure
+    encrypted queues), and test_auth.py again against one with JWT on (HS256), since its
+    cases gate themselves on JWT_SECRET."""
+    ensure_installed()
+    workdir = tmp_path_factory.mktemp("client26")
+    with contextlib.ExitStack() as stack:
+        plain_dsn = stack.enter_context(database_from_template(pg_admin_dsn, template_db))
+        jwt_dsn = stack.enter_context(database_from_template(pg_admin_dsn, template_db))
+        plain = stack.enter_context(ServerProcess(plain_dsn, QUEEN_ENCRYPTION_KEY=ENCRYPTION_KEY))
+        secured = stack.enter_context(
+            ServerProcess(jwt_dsn, JWT_ENABLED="true", JWT_ALGORITHM="HS256", JWT_SECRET=SECRET)
+        )
+        runs = [
+            SdistRun("default", plain.url, [], workdir, JWT_SECRET=""),
+            SdistRun("jwt", secured.url, ["test_auth.py"], workdir, JWT_SECRET=SECRET,
+                     QUEEN_TEST_BEARER_TOKEN=hs256("client26", "admin")),
+        ]  # fmt: skip
+        for run in runs:
+            stack.callback(run.stop)
+            run.start()
+        yield runs
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _client26_in_background(request: pytest.FixtureRequest) -> None:
+    """Starts the 2.6.0 suite at the session's first test when its verdicts were collected."""
+    if any(item.nodeid.startswith(CLIENT26_MODULE) for item in request.session.items):
+        request.getfixturevalue("client26_runs")

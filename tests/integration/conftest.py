@@ -26,6 +26,7 @@ STATE_TABLES = (
     "messages",
     "partition_consumers",
     "consumer_groups_metadata",
+    "conflation_groups",
     "dead_letter_queue",
     "message_traces",
     "message_trace_names",

@@ -59,7 +59,6 @@ def test_status_filter_is_queue_modes_view(admin: AdminApi) -> None:
         ({"ns": "a", "namespace": "b"}, "ns and namespace name different namespaces"),
         ({"task": "bad name"}, "Invalid task name"),
         ({"ns": "bad name"}, "Invalid namespace name"),
-        ({"state": "pending"}, "Unknown query parameter: state"),
     ],
 )  # fmt: skip
 def test_bad_filters_are_400(admin: AdminApi, params: dict[str, str], error: str) -> None:

@@ -1,5 +1,7 @@
-"""Unknown query parameters are answered 400 on every route family (nothing runs, nothing
-changes); every parameter the official client sends is known."""
+"""Unknown query parameters are ignored on every route family and named in the
+`Queen-Ignored-Parameters` header and /metrics (http/ignored.py); a known parameter with a
+bad value is still a 400 that changes nothing; every parameter the official client sends is
+known."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import pytest
 from tests.integration.conftest import API, AdminApi
 
 PID = "00000000-0000-0000-0000-000000000001"
+IGNORED = "Queen-Ignored-Parameters"
 
 
 @pytest.mark.parametrize(
@@ -34,30 +37,52 @@ PID = "00000000-0000-0000-0000-000000000001"
         ("GET", "/system/maintenance", None),
     ],
 )  # fmt: skip
-def test_an_unknown_parameter_is_400_and_changes_nothing(
+def test_an_unknown_parameter_is_ignored_and_named(
     admin: AdminApi, method: str, path: str, body: Any
 ) -> None:
+    """The same request with and without an unknown parameter: the same answer, and the
+    one with it names the parameter in the header and counts it in /metrics."""
+    known = "autoAck=true&wait=false" if path.startswith("/pop") else ""  # no lease left over
     admin.push("pq", [0])
-    before = admin.snapshot()
-    res = admin.client.simulate_request(method, f"{API}{path}", query_string="bogus=1", json=body)
-    assert res.status_code == 400, res.text
-    assert res.json["error"].startswith("Unknown query parameter: bogus"), res.json
-    assert admin.snapshot() == before
+    route = admin.client.simulate_request(method, f"{API}{path}", query_string=known, json=body)
+    admin.push("pq", [0])
+    query = "&".join(filter(None, [known, "bogus=1"]))
+    res = admin.client.simulate_request(method, f"{API}{path}", query_string=query, json=body)
+    assert res.status_code == route.status_code, (res.text, route.text)
+    assert res.headers[IGNORED] == "query:bogus"
+    assert IGNORED not in route.headers
+    counted = admin.client.simulate_get("/metrics").json["ignoredParameters"]
+    assert any(names.get("query:bogus") == 1 for names in counted.values()), counted
 
 
 @pytest.mark.parametrize("path", ["/health", "/metrics", "/metrics/prometheus"])
-def test_operations_routes_are_strict_too(admin: AdminApi, path: str) -> None:
+def test_operations_routes_ignore_them_too(admin: AdminApi, path: str) -> None:
     res = admin.client.simulate_get(path, query_string="verbose=1")
-    assert res.status_code == 400 and "verbose" in res.json["error"]
-    assert admin.client.simulate_get(path).status_code == 200
+    assert res.status_code == 200 and res.headers[IGNORED] == "query:verbose"
 
 
-def test_the_error_names_every_unknown_parameter_and_what_the_route_takes(
+def test_the_header_names_every_unknown_parameter_and_the_known_ones_still_apply(
     admin: AdminApi,
 ) -> None:
-    res = admin.get("/consumer-groups/lagging", minLag="5", x="1")
-    assert res.json == {"error": "Unknown query parameters: minLag, x "
-                                 "(this route takes: minLagSeconds)"}  # fmt: skip
+    admin.configure("lq")
+    res = admin.get("/consumer-groups/lagging", minLag="5", x="1", minLagSeconds="bad")
+    assert res.status_code == 400 and "minLagSeconds" in res.json["error"]
+    res = admin.get("/consumer-groups/lagging", minLag="5", x="1", minLagSeconds="60")
+    assert res.status_code == 200 and res.headers[IGNORED] == "query:minLag, query:x"
+
+
+def test_a_name_of_any_character_is_percent_encoded_in_the_header(admin: AdminApi) -> None:
+    res = admin.client.simulate_get("/health", query_string="a%0D%0Ab=1&%C3%A9t%C3%A9=2")
+    assert res.status_code == 200
+    assert res.headers[IGNORED] == "query:a%0D%0Ab, query:%C3%A9t%C3%A9"
+
+
+def test_a_known_parameter_with_a_bad_value_is_400_and_changes_nothing(admin: AdminApi) -> None:
+    admin.push("bq", [1, 2])
+    before = admin.snapshot()
+    res = admin.get("/pop/queue/bq", batch="x", autopilot="true", wait="false")
+    assert res.status_code == 400 and "batch" in res.json["error"]
+    assert admin.snapshot() == before
 
 
 def test_what_the_official_client_sends_is_accepted(admin: AdminApi) -> None:

@@ -798,26 +798,44 @@ def test_cursor_moves_forward_only_on_out_of_order_acks(pg_conn: Conn) -> None:
     res = pop(pg_conn, "ooo", batch=3)
     m1, m2, m3 = res["messages"]
     pid = res["partitionId"]
-    start = consumer_row(pg_conn, pid)["last_consumed_id"]
+
+    # An ack is a commit: m2 completes the silent gap before it (m1), never what follows.
+    r = ack(pg_conn, m2)[0]
+    assert r["success"] and not r["leaseReleased"] and "noop" not in r
+    row = consumer_row(pg_conn, pid)
+    assert row["last_consumed_id"] == int(m2["id"]) and row["lease_id"] is not None
+
+    # below the cursor: a completed ack is a flagged no-op, a nack is refused; never a rewind
+    r = ack(pg_conn, m1)[0]
+    assert r["success"] and r["status"] == "already_acked" and r["noop"] is True
+    for status in ("failed", "retry", "dlq"):
+        r = ack(pg_conn, m1, status)[0]
+        assert r["success"] is False and r["error"].startswith("Already committed"), r
+    assert consumer_row(pg_conn, pid)["last_consumed_id"] == int(m2["id"])
+    assert sql(pg_conn, "SELECT count(*) FROM queen.dead_letter_queue") == [(0,)]
 
     r = ack(pg_conn, m3)[0]
-    assert r["success"] and not r["leaseReleased"]
-    row = consumer_row(pg_conn, pid)
-    assert row["last_consumed_id"] == start and row["lease_id"] is not None
-
-    ack(pg_conn, m1)
-    assert consumer_row(pg_conn, pid)["last_consumed_id"] == int(m1["id"])
-
-    # re-acking is a no-op, never a rewind
-    assert ack(pg_conn, m3)[0]["status"] == "already_acked"
-    assert ack(pg_conn, m1)[0]["status"] == "already_acked"
-    assert consumer_row(pg_conn, pid)["last_consumed_id"] == int(m1["id"])
-
-    r = ack(pg_conn, m2)[0]
-    assert r["leaseReleased"] is True
+    assert r["leaseReleased"] is True and "noop" not in r
     row = consumer_row(pg_conn, pid)
     assert row["last_consumed_id"] == int(m3["id"]) and row["lease_id"] is None
     assert data(pop(pg_conn, "ooo", batch=5)) == [4]
+
+
+def test_an_ack_never_commits_past_a_nack_or_outside_its_batch(pg_conn: Conn) -> None:
+    push(pg_conn, "gap", [1, 2, 3, 4, 5])
+    res = pop(pg_conn, "gap", batch=3)
+    m1, m2, m3 = res["messages"]
+    # one request, [m1 completed, m2 failed, m3 completed]: the nack clamps the commit
+    out = call(
+        pg_conn,
+        "ack_messages_v2",
+        {"acks": [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                   "leaseId": res["leaseId"], "status": s}
+                  for m, s in ((m1, "completed"), (m2, "failed"), (m3, "completed"))]},
+    )  # fmt: skip
+    assert [r["status"] for r in out[:2]] == ["completed", "failed_retry"]
+    assert out[2]["success"] is False  # its lease was released by the nack before it
+    assert data(pop(pg_conn, "gap", batch=5)) == [2, 3, 4, 5]  # never past m2, or m3
 
 
 def test_out_of_order_acks_in_one_batch_request(pg_conn: Conn) -> None:
@@ -867,7 +885,7 @@ def test_ack_message_not_found_and_unknown_status(pg_conn: Conn) -> None:
             ]
         },
     )
-    assert [r["error"] for r in out[:2]] == ["Message not found", "Message not found"]
+    assert all(r["error"].startswith("Unresolvable transaction: ") for r in out[:2]), out
     assert out[2]["success"] is False and "bogus" in out[2]["error"]
     assert consumer_row(pg_conn, m["partitionId"])["lease_id"] is not None
 
@@ -1067,7 +1085,7 @@ def test_transaction_rolls_back_everything_on_failure(pg_conn: Conn) -> None:
                 "partitionId": m["partitionId"],
                 "status": "completed",
             },
-            "Message not found",
+            "Unresolvable transaction",
         ),
         ({"type": "frobnicate"}, "unknown operation type"),
         (
@@ -1170,6 +1188,26 @@ def test_renew_lease(pg_conn: Conn) -> None:
         "UPDATE queen.partition_consumers SET lease_expires_at = now() - interval '1 second'",
     )
     assert call(pg_conn, "renew_lease_v2", {"leaseId": lease})["success"] is False
+
+
+def test_renew_lease_v3_counts_and_tells_a_freed_lease_from_an_unknown_one(
+    pg_conn: Conn,
+) -> None:
+    configure(pg_conn, "rn3", leaseTime=10)
+    push(pg_conn, "rn3", [1], partition="a")
+    push(pg_conn, "rn3", [2], partition="b")
+    res = pop(pg_conn, "rn3", batch=2, partitions=2)
+    lease = res["leaseId"]
+    live = call(pg_conn, "renew_lease_v3", {"leaseId": lease})
+    assert live["success"] is True and live["renewed"] == 2 and live["known"] is True
+    ack(pg_conn, res["messages"])  # frees the lease on both partitions
+    gone = call(pg_conn, "renew_lease_v3", {"leaseId": lease})
+    assert gone["success"] is False and gone["renewed"] == 0 and gone["newExpiresAt"] is None
+    assert gone["known"] is True, "a lease the server freed is remembered"
+    unknown = call(pg_conn, "renew_lease_v3", {"leaseId": str(uuid.uuid4())})
+    assert unknown["success"] is False and unknown["renewed"] == 0
+    assert unknown["known"] is False
+    assert call(pg_conn, "renew_lease_v3", {"leaseId": "garbage"})["known"] is False
 
 
 # --------------------------------------------------------------------------- cascade

@@ -97,5 +97,7 @@ def test_the_pop_request_reaches_the_stored_function_unchanged() -> None:
         "consumerGroup": "g", "batch": 5, "partitions": 1, "leaseId": args["leaseId"],
         "autoAck": False,  # a long poll is acknowledged after its answer was written
         "subscriptionMode": "new", "subscriptionFrom": None, "stopOnEmpty": True,
+        "leaseSeconds": None, "autopilotBatch": False, "autopilotPartitions": False,
+        "conflation": False,
     }  # fmt: skip
     assert request.arguments("L")["autoAck"] is True and request.arguments("L")["leaseId"] == "L"
