@@ -7,17 +7,20 @@ database gets a fresh `CREATE DATABASE ... TEMPLATE` copy.
 
 Under pytest-xdist (`scripts/test` runs `-n auto`, docs/testing.md) every worker is a session
 of its own: its own embedded server (when none is configured), its own template and its own
-uniquely named copies, so workers never share a database.
+uniquely named copies, so workers never share a database. A test marked `serial` (one that
+measures latencies) runs while no other worker runs a test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import falcon.testing
 import psycopg2
@@ -193,3 +196,40 @@ def make_runtime(migrated_dsn: str) -> Iterator[Callable[..., Runtime]]:
 def api(make_runtime: Callable[..., Runtime]) -> falcon.testing.TestClient:
     """The whole HTTP application in-process (falcon's test client) on a fresh database."""
     return falcon.testing.TestClient(create_app(make_runtime()))
+
+
+# -- serial tests under pytest-xdist ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def _xdist_locks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path] | None:
+    """Two lock files the workers of one run share (the parent of their temporary folders);
+    None without workers."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    folder = tmp_path_factory.getbasetemp().parent
+    return folder / "serial-turnstile.lock", folder / "serial-room.lock"
+
+
+@pytest.fixture(autouse=True)
+def _serial_when_marked(
+    request: pytest.FixtureRequest, _xdist_locks: tuple[Path, Path] | None
+) -> Iterator[None]:
+    """A readers-writer lock over the workers: every test holds the room shared, a `serial`
+    test holds it alone. The turnstile gives a waiting `serial` test priority: while it
+    waits, no other test starts (else two workers taking turns could starve it)."""
+    if _xdist_locks is None:
+        yield
+        return
+    alone = request.node.get_closest_marker("serial") is not None
+    with _xdist_locks[0].open("a") as turnstile, _xdist_locks[1].open("a") as room:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)

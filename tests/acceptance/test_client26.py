@@ -11,9 +11,7 @@ from collections import defaultdict
 
 import pytest
 
-from tests.client26.run import SDIST_TESTS, Case, SdistRun
-
-RUN_TIMEOUT_S = 900
+from tests.client26.run import RUN_TIMEOUT_S, SDIST_TESTS, Case, SdistRun
 
 # Every file of the pinned sdist (2.6.0); test_the_list_is_the_sdists checks it.
 FILES = [
