@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "t")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) take a minute or more each.
+# (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -54,6 +54,15 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
+    kv_connections: int = 16  # (m): connections of the put/get and transaction windows
+    kv_keys: int = 1000  # (m): keys per connection the puts cycle over
+    lock_reps: int = 200  # (m): acquire + release round trips, one after another
+    timer_count: int = 10_000  # (t): timers scheduled
+    timer_spread_s: float = 60.0  # (t): they are due within this window...
+    timer_lead_s: float = 5.0  # (t): ...which opens this long after scheduling starts
+    timer_batch: int = 100  # (t): timers per POST /api/v1/timers
+    timer_schedulers: int = 4  # (t): scheduling connections
+    timer_consumers: int = 4  # (t): long-polling consumers (autoAck)
 
 
 FULL = Sizes()
@@ -74,6 +83,10 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    lock_reps=50,
+    timer_count=1_000,
+    timer_spread_s=10.0,
+    timer_lead_s=3.0,
 )
 
 
@@ -147,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls; each throughput figure beside its in-run"
+            " polls, (t) timer fire lateness; each throughput figure beside its in-run"
             " ceiling (docs/benchmarks.md)."
         ),
     )
@@ -163,9 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l (default: all but i, which starts a second"
-        " server, j, which fills the database with a week of analytics, and the streams"
-        " scenarios k and l)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,t (default: all but i, which starts a"
+        " second server, j, which fills the database with a week of analytics, the streams"
+        " scenarios k and l, m, key/value and locks, and the timers scenario t)",
     )
     p.add_argument(
         "--ceilings",
@@ -189,6 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--e2e-rate", type=_positive_float, help="(g): msg/s of the main window (1000)")
     p.add_argument(
         "--e2e-duration", type=_positive_float, help="(g): main window, s (60, quick 10)"
+    )
+    p.add_argument("--timer-count", type=_positive_int, help="(t): timers (10000, quick 1000)")
+    p.add_argument(
+        "--timer-spread", type=_positive_float, help="(t): due within this many s (60, quick 10)"
     )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
@@ -250,6 +267,8 @@ def parse_args(argv: list[str]) -> Options:
         ("push_partitions", "push_partitions"),
         ("e2e_rate", "e2e_rate"),
         ("e2e_duration", "e2e_duration_s"),
+        ("timer_count", "timer_count"),
+        ("timer_spread", "timer_spread_s"),
     ):
         value = getattr(ns, flag)
         if value is not None:

@@ -1,9 +1,10 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
+key/value and locks (docs/kv.md), (t) timers (docs/timers.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, longpoll, push, streams
+from bench import analytics, consume, e2e, kv, longpoll, push, streams, timers
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -36,5 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
+        Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
+        Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
     )
 }

@@ -24,8 +24,19 @@ def read_body(req: falcon.Request, max_size: int) -> bytes:
     return bytes(data)
 
 
+# The 2.6.0 client's opt-in binary push and transaction bodies (its `binary_push` option).
+# The server answers them 400, as the client documents for a broker without them; JSON, the
+# client's default, carries the same (docs/benchmarks.md measures what binary would save).
+BINARY_BODY = "application/x-queen-push"
+
+
 def json_body(req: falcon.Request, max_size: int, allow_empty: bool = False) -> Any:
     """The parsed JSON body. An empty body is a 400 unless `allow_empty` (then None)."""
+    if (req.content_type or "").split(";")[0].strip().lower() == BINARY_BODY:
+        raise ValidationError(
+            f"Binary bodies ({BINARY_BODY}) are not supported by this server: send JSON "
+            "(the official client's default; turn its binary_push option off)"
+        )
     data = read_body(req, max_size)
     if not data.strip():
         if allow_empty:

@@ -203,8 +203,7 @@ def test_the_one_required_lease_fences_an_ack_without_its_own(admin: AdminApi) -
     [
         ({"requiredLeases": "x"}, "requiredLeases must be an array"),
         ({"requiredLeases": [5]}, "requiredLeases[] must be a string"),
-        ({"kv": [{"op": "put"}]}, "does not take kv operations"),
-        ({"timers": []}, "does not take timers operations"),
+        ({"timers": [{"op": "later"}]}, "timers[0]: op must be one of"),
     ],
 )
 def test_bad_bundles_are_400_and_change_nothing(
@@ -254,3 +253,20 @@ def test_a_group_declared_without_conflation_keeps_its_policy(admin: AdminApi) -
     admin.push("cc", [4, 5])
     out = pop(admin, "cc", consumerGroup="g", conflation="true", batch="10")
     assert out["conflation"] is True and [m["data"] for m in out["messages"]] == [5]
+
+
+def test_a_binary_push_body_is_400_naming_json(admin: AdminApi) -> None:
+    before = admin.snapshot()
+    for path in ("/push", "/transaction"):
+        res = admin.client.simulate_post(
+            f"/api/v1{path}", body=b"QPB1\x00", headers={"Content-Type": "application/x-queen-push"}
+        )
+        assert res.status_code == 400 and "send JSON" in res.json["error"], res.text
+    assert admin.snapshot() == before
+
+
+def test_frames_is_ignored_and_named_so_the_client_reads_json(admin: AdminApi) -> None:
+    admin.push("fr", [1])
+    res = admin.get("/pop/queue/fr", wait="false", frames="true")
+    assert res.status_code == 200 and res.json["messages"][0]["data"] == 1
+    assert res.headers["Queen-Ignored-Parameters"] == "query:frames"
