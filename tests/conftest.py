@@ -215,8 +215,9 @@ def _serial_when_marked(
 ) -> Iterator[None]:
     """A readers-writer lock over the workers: every test holds the room shared, a `serial`
     test holds it alone. The turnstile gives a waiting `serial` test priority: while it
-    waits, no other test starts (else two workers taking turns could starve it)."""
-    if _xdist_locks is None:
+    waits, no other test starts (else two workers taking turns could starve it). A
+    `lock_free` test only waits for work done elsewhere and takes no part."""
+    if _xdist_locks is None or request.node.get_closest_marker("lock_free"):
         yield
         return
     alone = request.node.get_closest_marker("serial") is not None

@@ -13,6 +13,9 @@ import pytest
 
 from tests.client26.run import RUN_TIMEOUT_S, SDIST_TESTS, Case, SdistRun
 
+# The verdicts wait for the background run: a serial test need not wait for them (xdist).
+pytestmark = pytest.mark.lock_free
+
 # Every file of the pinned sdist (2.6.0); test_the_list_is_the_sdists checks it.
 FILES = [
     "test_ack_commit.py", "test_ack_window.py", "test_auth.py", "test_complete.py",
