@@ -4,16 +4,23 @@ The server comes from `DATABASE_URL` or the libpq `PG*` variables when set; othe
 throwaway embedded PostgreSQL (the same code `queen-threads serve` uses) is started for
 the session. A template database is migrated once per session and every test that needs a
 database gets a fresh `CREATE DATABASE ... TEMPLATE` copy.
+
+Under pytest-xdist (`scripts/test` runs `-n auto`, docs/testing.md) every worker is a session
+of its own: its own embedded server (when none is configured), its own template and its own
+uniquely named copies, so workers never share a database. A test marked `serial` (one that
+measures latencies) runs while no other worker runs a test.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import falcon.testing
 import psycopg2
@@ -26,7 +33,6 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.embedded import EmbeddedPostgres
 from queen_threads.runtime import Runtime
 from queen_threads.settings import load_settings
-from tests.support.server import ServerProcess
 
 
 def _configured_admin_dsn() -> str | None:
@@ -47,6 +53,27 @@ def _admin(dsn: str) -> psycopg2.extensions.connection:
     return conn
 
 
+# The session's own embedded cluster is deleted when the session ends: surviving an operating
+# system crash is not what it is for. Without these, every test pays for fsyncs (DROP DATABASE
+# alone waits ~0.4 s for its checkpoint). A crash of PostgreSQL itself still recovers from WAL.
+THROWAWAY_CLUSTER_SETTINGS = {
+    "fsync": "off",
+    "full_page_writes": "off",
+    "synchronous_commit": "off",
+}
+
+
+def _throwaway_cluster(dsn: str) -> None:
+    conn = _admin(dsn)
+    try:
+        with conn.cursor() as cur:
+            for name, value in THROWAWAY_CLUSTER_SETTINGS.items():
+                cur.execute(f"ALTER SYSTEM SET {name} = {value}")
+            cur.execute("SELECT pg_reload_conf()")
+    finally:
+        conn.close()
+
+
 @pytest.fixture(scope="session")
 def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     configured = _configured_admin_dsn()
@@ -58,10 +85,20 @@ def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     server = EmbeddedPostgres(folder)
     dsn = server.start()
     try:
+        _throwaway_cluster(dsn)
         yield dsn
     finally:
         server.stop("immediate")
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _copy_strategy(cur: psycopg2.extensions.cursor) -> str:
+    """FILE_COPY when the cluster does not fsync (5x faster for our small template than
+    WAL_LOG there); WAL_LOG, PostgreSQL's default, otherwise (FILE_COPY's checkpoints would
+    cost more than its copy saves)."""
+    cur.execute("SHOW fsync")
+    row = cur.fetchone()
+    return "FILE_COPY" if row and row[0] == "off" else "WAL_LOG"
 
 
 @contextmanager
@@ -70,7 +107,8 @@ def temporary_database(admin_dsn: str, template: str | None = None) -> Iterator[
     name = f"queen_t_{uuid.uuid4().hex[:12]}"
     conn = _admin(admin_dsn)
     with conn.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else ""))
+        copy = f' TEMPLATE "{template}" STRATEGY {_copy_strategy(cur)}' if template else ""
+        cur.execute(f'CREATE DATABASE "{name}"{copy}')
     try:
         yield name
     finally:
@@ -139,13 +177,6 @@ def private_pg() -> Iterator[EmbeddedPostgres]:
 
 
 @pytest.fixture
-def server(migrated_dsn: str) -> Iterator[ServerProcess]:
-    """The real gunicorn -k gevent server (2 workers) on a fresh database."""
-    with ServerProcess(migrated_dsn, workers=2) as srv:
-        yield srv
-
-
-@pytest.fixture
 def make_runtime(migrated_dsn: str) -> Iterator[Callable[..., Runtime]]:
     """Build a started Runtime on the test database with settings overrides (env names)."""
     made: list[Runtime] = []
@@ -165,3 +196,41 @@ def make_runtime(migrated_dsn: str) -> Iterator[Callable[..., Runtime]]:
 def api(make_runtime: Callable[..., Runtime]) -> falcon.testing.TestClient:
     """The whole HTTP application in-process (falcon's test client) on a fresh database."""
     return falcon.testing.TestClient(create_app(make_runtime()))
+
+
+# -- serial tests under pytest-xdist ---------------------------------------------------------
+@pytest.fixture(scope="session")
+def _xdist_locks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path] | None:
+    """Two lock files the workers of one run share (the parent of their temporary folders);
+    None without workers."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    folder = tmp_path_factory.getbasetemp().parent
+    return folder / "serial-turnstile.lock", folder / "serial-room.lock"
+
+
+@pytest.fixture(autouse=True)
+def _serial_when_marked(
+    request: pytest.FixtureRequest, _xdist_locks: tuple[Path, Path] | None
+) -> Iterator[None]:
+    """A readers-writer lock over the workers: every test holds the room shared, a `serial`
+    test holds it alone. The turnstile gives a waiting `serial` test priority: while it
+    waits, no other test starts (else two workers taking turns could starve it). A
+    `lock_free` test only waits for work done elsewhere and takes no part."""
+    if _xdist_locks is None or request.node.get_closest_marker("lock_free"):
+        yield
+        return
+    alone = request.node.get_closest_marker("serial") is not None
+    with _xdist_locks[0].open("a") as turnstile, _xdist_locks[1].open("a") as room:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(room, fcntl.LOCK_UN)
+            if alone:
+                fcntl.flock(turnstile, fcntl.LOCK_UN)

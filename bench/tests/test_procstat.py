@@ -125,5 +125,8 @@ def test_cpu_window_keeps_a_child_apart_from_its_root() -> None:
     finally:
         burner.kill()
         burner.wait()
-    assert result["burner"] is not None and result["burner"] > 30
+    # the burner's 0.3 s of CPU is counted (as CPU seconds: its % of a core depends on how
+    # busy the machine is, e.g. with the suite running on every core)
+    assert result["burner"] is not None and result["seconds"] is not None
+    assert result["burner"] / 100 * result["seconds"] > 0.2
     assert result["tests"] is not None and result["tests"] < result["burner"] / 2

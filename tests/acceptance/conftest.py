@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -21,7 +22,7 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 from queen import Queen
 
-from tests.client26.run import SdistRun, ensure_installed
+from tests.client26.run import RUN_TIMEOUT_S, SdistRun, ensure_installed
 from tests.conftest import database_from_template
 from tests.support.browser import launch
 from tests.support.server import ServerProcess
@@ -50,6 +51,14 @@ def client_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess
         with admin.cursor() as cur:
             cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
+
+
+@pytest.fixture
+def server(client_server: ServerProcess) -> ServerProcess:
+    """The real server (2 workers, default settings) for a test that only sends requests:
+    the session's shared one (a start costs seconds). A test that stops the server, needs
+    other settings or an empty database starts its own `ServerProcess`."""
+    return client_server
 
 
 @contextlib.asynccontextmanager
@@ -130,16 +139,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.nodeid.startswith(CLIENT26_MODULE))
 
 
+def _xdist_worker() -> str | None:
+    """This session's pytest-xdist worker (gw0, gw1, ...); None without workers."""
+    return os.environ.get("PYTEST_XDIST_WORKER")
+
+
 @pytest.fixture(scope="session")
 def client26_runs(
-    pg_admin_dsn: str, template_db: str, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    pg_admin_dsn: str,
+    template_db: str,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[list[SdistRun]]:
     """The sdist's tests against two real servers, each on its own database: every file
     against the default server (with an encryption key, as its queue tests configure
     encrypted queues), and test_auth.py again against one with JWT on (HS256), since its
-    cases gate themselves on JWT_SECRET."""
+    cases gate themselves on JWT_SECRET.
+
+    Under pytest-xdist one worker (gw0) runs them, in a folder of the whole run (the parent
+    of the workers' temporary folders), and keeps its servers until they end; the worker
+    that gets test_client26.py reads their results from there."""
+    worker = _xdist_worker()
+    base = tmp_path_factory.getbasetemp()
+    workdir = (base.parent if worker else base) / "client26"
+    labels = ("default", "jwt")
+    if worker not in (None, "gw0"):
+        yield [SdistRun(label, "", [], workdir) for label in labels]
+        return
     ensure_installed()
-    workdir = tmp_path_factory.mktemp("client26")
+    workdir.mkdir(exist_ok=True)
     with contextlib.ExitStack() as stack:
         plain_dsn = stack.enter_context(database_from_template(pg_admin_dsn, template_db))
         jwt_dsn = stack.enter_context(database_from_template(pg_admin_dsn, template_db))
@@ -148,18 +176,25 @@ def client26_runs(
             ServerProcess(jwt_dsn, JWT_ENABLED="true", JWT_ALGORITHM="HS256", JWT_SECRET=SECRET)
         )
         runs = [
-            SdistRun("default", plain.url, [], workdir, JWT_SECRET=""),
-            SdistRun("jwt", secured.url, ["test_auth.py"], workdir, JWT_SECRET=SECRET,
+            SdistRun(labels[0], plain.url, [], workdir, JWT_SECRET=""),
+            SdistRun(labels[1], secured.url, ["test_auth.py"], workdir, JWT_SECRET=SECRET,
                      QUEEN_TEST_BEARER_TOKEN=hs256("client26", "admin")),
         ]  # fmt: skip
         for run in runs:
             stack.callback(run.stop)
             run.start()
         yield runs
+        if worker and not request.session.shouldfail and not request.session.shouldstop:
+            for run in runs:  # another worker may be waiting for the results
+                with contextlib.suppress(AssertionError):
+                    run.wait(RUN_TIMEOUT_S)
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _client26_in_background(request: pytest.FixtureRequest) -> None:
-    """Starts the 2.6.0 suite at the session's first test when its verdicts were collected."""
+    """Starts the 2.6.0 suite at the session's first test when its verdicts were collected
+    (under pytest-xdist: in worker gw0, whichever worker runs the verdicts)."""
+    if _xdist_worker() not in (None, "gw0"):
+        return
     if any(item.nodeid.startswith(CLIENT26_MODULE) for item in request.session.items):
         request.getfixturevalue("client26_runs")

@@ -10,9 +10,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from queen import Queen
 
 from tests.acceptance.conftest import ClientRun
+
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
 MICROS_ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 

@@ -11,10 +11,13 @@ from typing import Any
 import httpx
 import psycopg2
 import psycopg2.extensions
+import pytest
 
 from tests.acceptance.test_long_poll import Waiter, qname
 from tests.integration.test_listener import listener_backends, push_by_sql
 from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
 SLOW_POLLING = {"POLL_DB_INTERVAL": "5000", "QUEUE_MAX_POLL_INTERVAL": "10000"}
 

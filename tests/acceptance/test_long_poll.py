@@ -17,6 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support.rawhttp import read_answer
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 
 @pytest.fixture(scope="module")
 def lp_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess]:

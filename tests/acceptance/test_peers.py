@@ -23,6 +23,8 @@ from tests.integration.test_listener import push_by_sql
 from tests.support.blackhole import BlackHole
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 SLOW_POLLING = {"QUEEN_LISTEN_NOTIFY": "false", "POLL_DB_INTERVAL": "5000",
                 "QUEUE_MAX_POLL_INTERVAL": "10000"}  # fmt: skip
 SECRET = "s3cret-peer-key"

@@ -36,6 +36,8 @@ import pytest
 from tests.acceptance.test_long_poll import SLOW_POLLING, Waiter
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 PARTITIONS = 4
 PER_PARTITION = 750  # messages pushed to each partition
 BATCH_SIZES = (1, 1, 1, 2, 3, 5)  # items per push request, drawn per request

@@ -26,6 +26,8 @@ import pytest
 from tests.support.rawhttp import read_answer
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 WORKERS = 2
 SLOW_STREAM_POLLING = {"STREAM_POLL_INTERVAL": "20000", "STREAM_MAX_POLL_INTERVAL": "20000"}
 # A waiter answered at its deadline returns within this much of it (the stream workers tick

@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ CLIENT26 = ROOT / ".venv" / "client26"
 LIB, SDIST_TESTS = CLIENT26 / "lib", CLIENT26 / "tests"
 CONFTEST = Path(__file__).with_name("sdist_conftest.py")
 INSTALL = ROOT / "scripts" / "_client26.sh"
+RUN_TIMEOUT_S = 900  # a run still going by then is killed and fails its verdicts
 
 
 def ensure_installed() -> None:
@@ -37,13 +40,18 @@ class Case:
 
 
 class SdistRun:
-    """`pytest FILES` of the sdist's tests against `url`, in the background."""
+    """`pytest FILES` of the sdist's tests against `url`, in the background.
+
+    When the run ends, its exit code lands in `exitcode` beside its results: `wait()` reads
+    them from the folder, so another pytest-xdist worker can wait for a run it did not start
+    (`SdistRun(label, "", [], workdir)` names it; docs/testing.md)."""
 
     def __init__(self, label: str, url: str, files: list[str], workdir: Path, **env: str) -> None:
         self.label, self.url, self.files = label, url, files
         self.workdir = workdir / label
         self.junit = self.workdir / "junit.xml"
         self.log = self.workdir / "pytest.log"
+        self.exitcode = self.workdir / "exitcode"
         self.env = {**os.environ, **env}
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,24 +66,36 @@ class SdistRun:
             QUEEN_SERVER_URL=self.url,
             QUEEN_URL=self.url,
         )
+        # the sdist's tests are not this suite's: no xdist worker of their own
+        self.env.pop("PYTEST_ADDOPTS", None)
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-rfEs",
                  f"--junitxml={self.junit}", *self.files],
                 cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT,
             )  # fmt: skip
+        threading.Thread(target=self._mark_end, name=f"client26-{self.label}", daemon=True).start()
         return self
+
+    def _mark_end(self) -> None:
+        assert self.proc is not None
+        code = self.proc.wait()
+        partial = self.exitcode.with_suffix(".part")
+        partial.write_text(str(code))
+        partial.rename(self.exitcode)  # atomic: a reader sees all of it or nothing
+
+    def ended(self) -> bool:
+        return self.exitcode.exists()
 
     def wait(self, timeout: float) -> list[Case]:
         """The cases, once the run has ended (killed after `timeout` seconds)."""
-        assert self.proc is not None
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            message = f"the {self.label} run took over {timeout} s:\n{self.tail()}"
-            raise AssertionError(message) from None
+        deadline = time.monotonic() + timeout
+        while not self.ended():
+            if time.monotonic() > deadline:
+                self.stop()
+                message = f"the {self.label} run took over {timeout} s:\n{self.tail()}"
+                raise AssertionError(message)
+            time.sleep(0.2)
         if not self.junit.exists():
             raise AssertionError(f"the {self.label} run wrote no results:\n{self.tail()}")
         return cases(self.junit)
