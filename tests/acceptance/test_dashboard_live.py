@@ -21,6 +21,8 @@ from tests.support.browser import Console, browser_page
 from tests.support.queue_http import QueueHttp
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 BURST = 25
 WITHIN_MS = 5_000
 

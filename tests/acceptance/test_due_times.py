@@ -31,6 +31,8 @@ from tests.acceptance.test_long_poll import SLOW_POLLING, wait_registered
 from tests.conftest import database_from_template
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 ROUNDS = 20
 LATE_MS = 50.0  # the longest a delivery may come after its due time
 EARLY_MS = 2.0  # clock reading noise; anything earlier is a bug

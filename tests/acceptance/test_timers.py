@@ -25,6 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.acceptance.test_long_poll import SLOW_POLLING
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
+
 API = "/api/v1"
 LATE_BOUND_S = 0.5  # the fire's lateness accepted on a busy CI machine (bench (t): p50/p99)
 

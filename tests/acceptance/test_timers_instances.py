@@ -15,9 +15,12 @@ from typing import Any
 import httpx
 import orjson
 import psycopg2
+import pytest
 
 from tests.acceptance.test_long_poll import SLOW_POLLING
 from tests.support.server import ServerProcess
+
+pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
 API = "/api/v1"
 TIMERS = 300
