@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) take a minute or more each.
+# (k) and (l) (streams) take a minute or more each, (m) (pop autopilot) about ten.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -54,6 +54,16 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
+    autopilot_messages: int = 100_000  # (m) backlog: prefilled messages
+    autopilot_partitions: int = 100  # (m) backlog: over this many partitions
+    autopilot_consumers: int = 4  # (m): consumers of both phases
+    autopilot_drain_limit_s: float = 45.0  # (m) backlog: a slower drain stops here
+    # (m): the fixed (batch, partitions) settings beside the autopilot and the defaults (1, 1)
+    autopilot_fixed: tuple[tuple[int, int], ...] = ((100, 1), (1000, 1), (100, 10), (1000, 10))
+    trickle_rate: float = 500.0  # (m) trickle: msg/s, single-message pushes
+    trickle_duration_s: float = 20.0  # (m) trickle: production time per configuration
+    trickle_partitions: int = 20  # (m) trickle: push k goes to partition k mod n
+    trickle_producers: int = 5  # (m) trickle: producers, each on its own clock
 
 
 FULL = Sizes()
@@ -74,6 +84,9 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    autopilot_messages=10_000,
+    autopilot_drain_limit_s=8.0,
+    trickle_duration_s=5.0,
 )
 
 
@@ -147,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls; each throughput figure beside its in-run"
+            " polls, (m) pop autopilot against fixed settings; each throughput figure beside"
+            " its in-run"
             " ceiling (docs/benchmarks.md)."
         ),
     )
@@ -163,9 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l (default: all but i, which starts a second"
-        " server, j, which fills the database with a week of analytics, and the streams"
-        " scenarios k and l)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m (default: all but i, which starts a"
+        " second server, j, which fills the database with a week of analytics, the streams"
+        " scenarios k and l, and m, the pop autopilot's comparison)",
     )
     p.add_argument(
         "--ceilings",

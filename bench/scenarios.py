@@ -1,9 +1,10 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m) the
+pop autopilot against fixed settings (issue 24)."""
 
 from __future__ import annotations
 
-from bench import analytics, consume, e2e, longpoll, push, streams
+from bench import analytics, autopilot, consume, e2e, longpoll, push, streams
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -36,5 +37,11 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
+        Scenario(
+            "m",
+            "pop autopilot against fixed settings",
+            autopilot.autopilot_figures,
+            autopilot.autopilot_vs_fixed,
+        ),
     )
 }
