@@ -1,5 +1,11 @@
 """(m), trickle: a steady producer (single-message pushes spread over partitions, paced as
-in (g)) and long-polling consumers, once per pop configuration."""
+in (g)) and long-polling consumers, once per pop configuration.
+
+After the window the consumers get up to `trickle_settle_s` to catch up. A configuration
+still receiving then does not keep up with the rate: what it has not received counts as
+`behind_at_cutoff`, and its latencies are those of the messages it received (the others
+would wait longer). A message missing after GRACE_S without any arrival is lost and fails
+the scenario."""
 
 from __future__ import annotations
 
@@ -44,14 +50,17 @@ async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
         async with ctx.measure(f"m-r{run}-trickle-{config.name}") as cpu:
             start = now() + 0.05
             await all_or_none([p.run(start) for p in producers])
-        await settle(books, GRACE_S)
+        await settle(books, GRACE_S, s.trickle_settle_s)
     finally:
         await stop(consumers)
         await close_all(conns)
     await drop_queue(ctx, queue)
     arrivals = [at for txid, at in books.received.items() if txid in books.acked]
     seconds = max(s.trickle_duration_s, max(arrivals, default=start) - start)
-    lost = books.missing()
+    missing = books.missing()
+    # still arriving at the cutoff: behind (a configuration that does not keep up), not lost
+    quiet_s = now() - max(books.received.values(), default=start)
+    lost = missing if quiet_s >= GRACE_S else 0
     figures = {"msg_per_s": round(len(arrivals) / seconds, 1),
                **latency_figures(got.latencies_ms())}  # fmt: skip
     figures |= cpu_figures(cpu, len(books.acked))
@@ -59,6 +68,7 @@ async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
         "pushed": len(books.acked),
         "received": len(arrivals),
         "lost": lost,
+        "behind_at_cutoff": missing - lost,
         "duplicated": books.duplicates,
         "pops": got.tally.pops,
         "empty_pops": got.tally.empty_pops,

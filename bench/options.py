@@ -62,6 +62,7 @@ class Sizes:
     autopilot_fixed: tuple[tuple[int, int], ...] = ((100, 1), (1000, 1), (100, 10), (1000, 10))
     trickle_rate: float = 500.0  # (m) trickle: msg/s, single-message pushes
     trickle_duration_s: float = 20.0  # (m) trickle: production time per configuration
+    trickle_settle_s: float = 15.0  # (m) trickle: the consumers' time to catch up after it
     trickle_partitions: int = 20  # (m) trickle: push k goes to partition k mod n
     trickle_producers: int = 5  # (m) trickle: producers, each on its own clock
 
@@ -87,6 +88,7 @@ QUICK = Sizes(
     autopilot_messages=10_000,
     autopilot_drain_limit_s=8.0,
     trickle_duration_s=5.0,
+    trickle_settle_s=5.0,
 )
 
 
@@ -204,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--e2e-duration", type=_positive_float, help="(g): main window, s (60, quick 10)"
     )
+    p.add_argument(
+        "--backlog-messages", type=_positive_int, help="(m): the backlog's messages (100,000)"
+    )
+    p.add_argument(
+        "--trickle-duration", type=_positive_float, help="(m): the trickle's window, s (20)"
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -264,6 +272,8 @@ def parse_args(argv: list[str]) -> Options:
         ("push_partitions", "push_partitions"),
         ("e2e_rate", "e2e_rate"),
         ("e2e_duration", "e2e_duration_s"),
+        ("backlog_messages", "autopilot_messages"),
+        ("trickle_duration", "trickle_duration_s"),
     ):
         value = getattr(ns, flag)
         if value is not None:

@@ -71,6 +71,8 @@ def test_sizes_full_quick_and_on_request_only() -> None:
     assert QUICK.trickle_duration_s < FULL.trickle_duration_s
     assert "m" not in DEFAULT_SCENARIOS
     assert parse_args(["--scenarios", "m"]).scenarios == ("m",)
+    sizes = parse_args(["--quick", "--backlog-messages", "3000", "--trickle-duration", "2"]).sizes
+    assert (sizes.autopilot_messages, sizes.trickle_duration_s) == (3000, 2.0)
 
 
 def test_the_backlog_rate_is_bounded_by_the_skip_locked_ceiling() -> None:
