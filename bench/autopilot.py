@@ -72,8 +72,16 @@ DEFAULTS = PopConfig("defaults", batch=1, partitions=1)  # the 2.6.0 client, aut
 
 
 def configs(sizes: Sizes) -> list[PopConfig]:
+    """The configurations measured (`--m-only` may name some)."""
     fixed = [PopConfig(f"b{b}_p{p}", b, p) for b, p in sizes.autopilot_fixed]
-    return [AUTOPILOT, DEFAULTS, *fixed]
+    every = [AUTOPILOT, DEFAULTS, *fixed]
+    named = [c for c in every if c.name in sizes.autopilot_only]
+    return named or every
+
+
+def phases(sizes: Sizes) -> list[str]:
+    """The phases measured (`--m-only` may name one)."""
+    return [p for p in PHASES if p in sizes.autopilot_only] or list(PHASES)
 
 
 def turned(items: list[PopConfig], run: int) -> list[PopConfig]:
@@ -95,7 +103,7 @@ def autopilot_figures(sizes: Sizes) -> list[Figure]:
     }
     return [
         Figure(figure_key(phase, c.name, metric), f"{where[phase]}, {c.describe()}: {label}", unit)
-        for phase in PHASES
+        for phase in phases(sizes)
         for c in configs(sizes)
         for metric, (label, unit) in METRICS.items()
     ]
@@ -184,7 +192,9 @@ async def autopilot_vs_fixed(ctx: Context, run: int) -> RunResult:
     from bench.autopilot_trickle import trickle
 
     result = RunResult()
-    for phase, measure in (("backlog", backlog), ("trickle", trickle)):
+    measures = {"backlog": backlog, "trickle": trickle}
+    for phase in phases(ctx.sizes):
+        measure = measures[phase]
         for config in turned(configs(ctx.sizes), run):
             figures, cpu, extra = await measure(ctx, run, config)
             for metric, value in figures.items():

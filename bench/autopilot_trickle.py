@@ -66,6 +66,7 @@ async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
     figures |= cpu_figures(cpu, len(books.acked))
     extra: dict[str, Any] = {
         "pushed": len(books.acked),
+        "push_rate": round(len(books.acked) / s.trickle_duration_s, 1),
         "received": len(arrivals),
         "lost": lost,
         "behind_at_cutoff": missing - lost,

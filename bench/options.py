@@ -60,6 +60,7 @@ class Sizes:
     autopilot_drain_limit_s: float = 45.0  # (m) backlog: a slower drain stops here
     # (m): the fixed (batch, partitions) settings beside the autopilot and the defaults (1, 1)
     autopilot_fixed: tuple[tuple[int, int], ...] = ((100, 1), (1000, 1), (100, 10), (1000, 10))
+    autopilot_only: tuple[str, ...] = ()  # (m): these configurations and phases (empty: all)
     trickle_rate: float = 500.0  # (m) trickle: msg/s, single-message pushes
     trickle_duration_s: float = 20.0  # (m) trickle: production time per configuration
     trickle_settle_s: float = 15.0  # (m) trickle: the consumers' time to catch up after it
@@ -132,6 +133,10 @@ def _scenarios(text: str) -> tuple[str, ...]:
 
 def _profile(text: str) -> tuple[str, ...]:
     return _scenarios(text) if text else ()
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
 
 
 def _env_pair(text: str) -> tuple[str, str]:
@@ -212,6 +217,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--trickle-duration", type=_positive_float, help="(m): the trickle's window, s (20)"
     )
+    p.add_argument(
+        "--m-only",
+        type=_names,
+        help="(m): only these phases (backlog, trickle) and/or configurations (autopilot,"
+        " defaults, b100_p1, b1000_p1, b100_p10, b1000_p10), comma list (default: all)",
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -274,6 +285,7 @@ def parse_args(argv: list[str]) -> Options:
         ("e2e_duration", "e2e_duration_s"),
         ("backlog_messages", "autopilot_messages"),
         ("trickle_duration", "trickle_duration_s"),
+        ("m_only", "autopilot_only"),
     ):
         value = getattr(ns, flag)
         if value is not None:

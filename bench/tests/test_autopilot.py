@@ -75,6 +75,15 @@ def test_sizes_full_quick_and_on_request_only() -> None:
     assert (sizes.autopilot_messages, sizes.trickle_duration_s) == (3000, 2.0)
 
 
+def test_m_only_picks_phases_and_configurations() -> None:
+    sizes = parse_args(["--m-only", "trickle,autopilot,b100_p10"]).sizes
+    assert [c.name for c in configs(sizes)] == ["autopilot", "b100_p10"]
+    keys = [f.key for f in autopilot_figures(sizes)]
+    assert len(keys) == 2 * len(METRICS) and all(k.startswith("trickle_") for k in keys)
+    assert [c.name for c in configs(parse_args(["--m-only", "backlog"]).sizes)] == [
+        c.name for c in configs(FULL)]  # fmt: skip
+
+
 def test_the_backlog_rate_is_bounded_by_the_skip_locked_ceiling() -> None:
     assert ceiling_key("m", "backlog_autopilot_msg_per_s") == SKIP_LOCKED
     assert ceiling_key("m", "backlog_autopilot_p99_ms") is None
