@@ -1,4 +1,4 @@
-"""(m) pop autopilot against fixed settings (issue 24): the pop configurations, the figures,
+"""(p) pop autopilot against fixed settings (issue 24): the pop configurations, the figures,
 the consumer loop both phases share and the scenario's run.
 
 Each run measures every configuration twice: draining a prefilled backlog with
@@ -72,7 +72,7 @@ DEFAULTS = PopConfig("defaults", batch=1, partitions=1)  # the 2.6.0 client, aut
 
 
 def configs(sizes: Sizes) -> list[PopConfig]:
-    """The configurations measured (`--m-only` may name some)."""
+    """The configurations measured (`--autopilot-only` may name some)."""
     fixed = [PopConfig(f"b{b}_p{p}", b, p) for b, p in sizes.autopilot_fixed]
     every = [AUTOPILOT, DEFAULTS, *fixed]
     named = [c for c in every if c.name in sizes.autopilot_only]
@@ -80,7 +80,7 @@ def configs(sizes: Sizes) -> list[PopConfig]:
 
 
 def phases(sizes: Sizes) -> list[str]:
-    """The phases measured (`--m-only` may name one)."""
+    """The phases measured (`--autopilot-only` may name one)."""
     return [p for p in PHASES if p in sizes.autopilot_only] or list(PHASES)
 
 
@@ -170,7 +170,7 @@ async def consume(
             if not wait:
                 await asyncio.sleep(EMPTY_POP_SLEEP_S)
             continue
-        answer = expect(response, 200, "(m) pop").json()
+        answer = expect(response, 200, "(p) pop").json()
         messages = [m for m in answer.get("messages") or [] if m]
         pilot = answer.get("autopilot")
         if isinstance(pilot, dict):

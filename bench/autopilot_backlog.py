@@ -1,4 +1,4 @@
-"""(m), backlog: drain a prefilled backlog with competing consumers (non-waiting pops, one
+"""(p), backlog: drain a prefilled backlog with competing consumers (non-waiting pops, one
 ack/batch per pop, as (c)), once per pop configuration.
 
 A configuration that has not drained the backlog after `autopilot_drain_limit_s` stops
@@ -27,7 +27,7 @@ async def drop_queue(ctx: Context, queue: str) -> None:
     (conn,) = await ctx.connect(1)
     try:
         path = f"/api/v1/resources/queues/{quote(queue, safe='')}"
-        expect(await conn.request("DELETE", path), (200, 204), "(m) delete queue")
+        expect(await conn.request("DELETE", path), (200, 204), "(p) delete queue")
     finally:
         await conn.close()
 
@@ -35,7 +35,7 @@ async def drop_queue(ctx: Context, queue: str) -> None:
 async def backlog(ctx: Context, run: int, config: PopConfig) -> Measured:
     s = ctx.sizes
     total = s.autopilot_messages
-    queue = ctx.queue("m", f"r{run}-backlog-{config.name}")
+    queue = ctx.queue("p", f"r{run}-backlog-{config.name}")
     started = now()
     await prefill(ctx, queue, total, s.autopilot_partitions)
     prefill_s = now() - started
@@ -49,7 +49,7 @@ async def backlog(ctx: Context, run: int, config: PopConfig) -> Measured:
         return len(got.tally.seen) >= total or now() >= deadline
 
     try:
-        async with ctx.measure(f"m-r{run}-backlog-{config.name}") as cpu:
+        async with ctx.measure(f"p-r{run}-backlog-{config.name}") as cpu:
             started, wall = now(), time.time()
             deadline = started + s.autopilot_drain_limit_s
             await asyncio.wait_for(
@@ -59,7 +59,7 @@ async def backlog(ctx: Context, run: int, config: PopConfig) -> Measured:
             elapsed = now() - started
     except TimeoutError as exc:
         raise BenchError(
-            f"(m) {config.name}: consumers stalled, {len(got.tally.seen)} of {total} acked"
+            f"(p) {config.name}: consumers stalled, {len(got.tally.seen)} of {total} acked"
         ) from exc
     finally:
         await close_all(conns)
@@ -77,7 +77,7 @@ async def backlog(ctx: Context, run: int, config: PopConfig) -> Measured:
         # drain start to ack (createdAt's latency includes the prefill's time)
         **{f"drain_{k}": v for k, v in latency_figures(got.since_ms(wall)).items()},
     }
-    log(f"(m) backlog {config.name}: {figures} {extra}")
+    log(f"(p) backlog {config.name}: {figures} {extra}")
     if got.tally.duplicates:
-        log(f"(m) WARNING: {got.tally.duplicates} messages delivered twice")
+        log(f"(p) WARNING: {got.tally.duplicates} messages delivered twice")
     return figures, cpu, extra

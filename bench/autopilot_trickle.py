@@ -1,4 +1,4 @@
-"""(m), trickle: a steady producer (single-message pushes spread over partitions, paced as
+"""(p), trickle: a steady producer (single-message pushes spread over partitions, paced as
 in (g)) and long-polling consumers, once per pop configuration.
 
 After the window the consumers get up to `trickle_settle_s` to catch up. A configuration
@@ -33,7 +33,7 @@ def plan(ctx: Context, queue: str, partitions: list[str]) -> list[list[tuple[str
 
 async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
     s = ctx.sizes
-    queue = ctx.queue("m", f"r{run}-trickle-{config.name}")
+    queue = ctx.queue("p", f"r{run}-trickle-{config.name}")
     partitions = [f"p{i}" for i in range(s.trickle_partitions)]
     plans = plan(ctx, queue, partitions)
     await prepare(ctx, queue, partitions)
@@ -47,7 +47,7 @@ async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
     try:
         await until_ready(books, consumers, len(partitions))
         got.created_acked.clear()  # the warm-up messages
-        async with ctx.measure(f"m-r{run}-trickle-{config.name}") as cpu:
+        async with ctx.measure(f"p-r{run}-trickle-{config.name}") as cpu:
             start = now() + 0.05
             await all_or_none([p.run(start) for p in producers])
         await settle(books, GRACE_S, s.trickle_settle_s)
@@ -76,9 +76,9 @@ async def trickle(ctx: Context, run: int, config: PopConfig) -> Measured:
         "acks": got.tally.acks,
         "autopilot_choices": got.choice_dict(),
     }
-    log(f"(m) trickle {config.name}: {figures} {extra}")
+    log(f"(p) trickle {config.name}: {figures} {extra}")
     if lost or books.duplicates:
         raise BenchError(
-            f"(m) trickle {config.name}: {lost} message(s) lost, {books.duplicates} duplicated"
+            f"(p) trickle {config.name}: {lost} message(s) lost, {books.duplicates} duplicated"
         )
     return figures, cpu, extra

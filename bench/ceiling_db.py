@@ -41,6 +41,19 @@ CREATE TABLE {s}.jobs (
     lease_id       UUID
 );
 CREATE INDEX jobs_ready_idx ON {s}.jobs (id) WHERE state = 0;
+-- shaped like queen.kv (schema/migrations/0012_kv.sql): the (m) upsert ceiling
+CREATE SEQUENCE {s}.kv_version_seq CACHE 1;
+CREATE TABLE {s}.kv (
+    namespace  TEXT COLLATE "C" NOT NULL,
+    key        TEXT COLLATE "C" NOT NULL,
+    value      JSONB NOT NULL,
+    version    BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (namespace, key)
+);
+CREATE INDEX kv_expires_idx ON {s}.kv (expires_at) WHERE expires_at IS NOT NULL;
 """
 INSERT_BATCH = """
 INSERT INTO {s}.messages (transaction_id, partition_id, payload)
@@ -58,6 +71,13 @@ UPDATE {s}.jobs SET state = 1, lease_id = %s
 RETURNING id, transaction_id, partition_id, payload
 """
 FINISH = "UPDATE {s}.jobs SET state = 2 WHERE id = ANY(%s)"
+UPSERT_KV = """
+INSERT INTO {s}.kv (namespace, key, value, version, expires_at)
+VALUES ('bench', %s, %s::jsonb, nextval('{s}.kv_version_seq'), now() + interval '60 s')
+ON CONFLICT (namespace, key) DO UPDATE
+   SET value = EXCLUDED.value, version = EXCLUDED.version,
+       expires_at = EXCLUDED.expires_at, updated_at = now()
+"""
 
 # One thread's work: called with its connection and loop index, returns rows done.
 Step = Callable[[Any, int], int]
@@ -129,6 +149,19 @@ class Scratch:
             txid, payload = rows(thread)
             with conn.cursor() as cur:
                 cur.execute(sql, (txid, partition, payload.decode()))
+            return 1
+
+        return step
+
+    def upsert_keys(self, keys: int, value: bytes) -> Step:
+        """One key/value upsert per commit, over `keys` keys per thread (scenario (m))."""
+        sql = self.sql(UPSERT_KV)
+        counters: dict[int, int] = {}
+
+        def step(conn: Any, thread: int) -> int:
+            n = counters[thread] = counters.get(thread, 0) + 1
+            with conn.cursor() as cur:
+                cur.execute(sql, (f"t{thread}:{n % keys}", value.decode()))
             return 1
 
         return step

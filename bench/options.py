@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass, replace
 
-SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m")
+SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "p", "t")
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
-# (k) and (l) (streams) take a minute or more each, (m) (pop autopilot) about ten.
+# (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
+# (p) (pop autopilot) about eight minutes a run.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -54,18 +55,27 @@ class Sizes:
     stream_idle_streams: int = 10  # (l): streams (one queue each)
     stream_idle_groups: int = 10  # (l): consumer groups per stream
     stream_idle_s: float = 30.0  # (l): measured window
-    autopilot_messages: int = 100_000  # (m) backlog: prefilled messages
-    autopilot_partitions: int = 100  # (m) backlog: over this many partitions
-    autopilot_consumers: int = 4  # (m): consumers of both phases
-    autopilot_drain_limit_s: float = 45.0  # (m) backlog: a slower drain stops here
-    # (m): the fixed (batch, partitions) settings beside the autopilot and the defaults (1, 1)
+    kv_connections: int = 16  # (m): connections of the put/get and transaction windows
+    kv_keys: int = 1000  # (m): keys per connection the puts cycle over
+    lock_reps: int = 200  # (m): acquire + release round trips, one after another
+    timer_count: int = 10_000  # (t): timers scheduled
+    timer_spread_s: float = 60.0  # (t): they are due within this window...
+    timer_lead_s: float = 5.0  # (t): ...which opens this long after scheduling starts
+    timer_batch: int = 100  # (t): timers per POST /api/v1/timers
+    timer_schedulers: int = 4  # (t): scheduling connections
+    timer_consumers: int = 4  # (t): long-polling consumers (autoAck)
+    autopilot_messages: int = 100_000  # (p) backlog: prefilled messages
+    autopilot_partitions: int = 100  # (p) backlog: over this many partitions
+    autopilot_consumers: int = 4  # (p): consumers of both phases
+    autopilot_drain_limit_s: float = 45.0  # (p) backlog: a slower drain stops here
+    # (p): the fixed (batch, partitions) settings beside the autopilot and the defaults (1, 1)
     autopilot_fixed: tuple[tuple[int, int], ...] = ((100, 1), (1000, 1), (100, 10), (1000, 10))
-    autopilot_only: tuple[str, ...] = ()  # (m): these configurations and phases (empty: all)
-    trickle_rate: float = 500.0  # (m) trickle: msg/s, single-message pushes
-    trickle_duration_s: float = 20.0  # (m) trickle: production time per configuration
-    trickle_settle_s: float = 15.0  # (m) trickle: the consumers' time to catch up after it
-    trickle_partitions: int = 20  # (m) trickle: push k goes to partition k mod n
-    trickle_producers: int = 5  # (m) trickle: producers, each on its own clock
+    autopilot_only: tuple[str, ...] = ()  # (p): these configurations and phases (empty: all)
+    trickle_rate: float = 500.0  # (p) trickle: msg/s, single-message pushes
+    trickle_duration_s: float = 20.0  # (p) trickle: production time per configuration
+    trickle_settle_s: float = 15.0  # (p) trickle: the consumers' time to catch up after it
+    trickle_partitions: int = 20  # (p) trickle: push k goes to partition k mod n
+    trickle_producers: int = 5  # (p) trickle: producers, each on its own clock
 
 
 FULL = Sizes()
@@ -86,6 +96,10 @@ QUICK = Sizes(
     analytics_reps=10,
     stream_duration_s=8.0,
     stream_idle_s=8.0,
+    lock_reps=50,
+    timer_count=1_000,
+    timer_spread_s=10.0,
+    timer_lead_s=3.0,
     autopilot_messages=10_000,
     autopilot_drain_limit_s=8.0,
     trickle_duration_s=5.0,
@@ -167,8 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls, (m) pop autopilot against fixed settings; each throughput figure beside"
-            " its in-run"
+            " polls, (p) pop autopilot against fixed settings, (t) timer fire lateness; each"
+            " throughput figure beside its in-run"
             " ceiling (docs/benchmarks.md)."
         ),
     )
@@ -184,9 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m (default: all but i, which starts a"
-        " second server, j, which fills the database with a week of analytics, the streams"
-        " scenarios k and l, and m, the pop autopilot's comparison)",
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,p,t (default: all but i, which starts"
+        " a second server, j, which fills the database with a week of analytics, the"
+        " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's"
+        " comparison, and the timers scenario t)",
     )
     p.add_argument(
         "--ceilings",
@@ -211,16 +226,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--e2e-duration", type=_positive_float, help="(g): main window, s (60, quick 10)"
     )
+    p.add_argument("--timer-count", type=_positive_int, help="(t): timers (10000, quick 1000)")
     p.add_argument(
-        "--backlog-messages", type=_positive_int, help="(m): the backlog's messages (100,000)"
+        "--timer-spread", type=_positive_float, help="(t): due within this many s (60, quick 10)"
     )
     p.add_argument(
-        "--trickle-duration", type=_positive_float, help="(m): the trickle's window, s (20)"
+        "--backlog-messages", type=_positive_int, help="(p): the backlog's messages (100,000)"
     )
     p.add_argument(
-        "--m-only",
+        "--trickle-duration", type=_positive_float, help="(p): the trickle's window, s (20)"
+    )
+    p.add_argument(
+        "--autopilot-only",
         type=_names,
-        help="(m): only these phases (backlog, trickle) and/or configurations (autopilot,"
+        help="(p): only these phases (backlog, trickle) and/or configurations (autopilot,"
         " defaults, b100_p1, b1000_p1, b100_p10, b1000_p10), comma list (default: all)",
     )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
@@ -283,9 +302,11 @@ def parse_args(argv: list[str]) -> Options:
         ("push_partitions", "push_partitions"),
         ("e2e_rate", "e2e_rate"),
         ("e2e_duration", "e2e_duration_s"),
+        ("timer_count", "timer_count"),
+        ("timer_spread", "timer_spread_s"),
         ("backlog_messages", "autopilot_messages"),
         ("trickle_duration", "trickle_duration_s"),
-        ("m_only", "autopilot_only"),
+        ("autopilot_only", "autopilot_only"),
     ):
         value = getattr(ns, flag)
         if value is not None:

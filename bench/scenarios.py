@@ -1,10 +1,11 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
-(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m) the
-pop autopilot against fixed settings (issue 24)."""
+(j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
+key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (issue 24),
+(t) timers (docs/timers.md)."""
 
 from __future__ import annotations
 
-from bench import analytics, autopilot, consume, e2e, longpoll, push, streams
+from bench import analytics, autopilot, consume, e2e, kv, longpoll, push, streams, timers
 from bench.common import Scenario
 
 SCENARIOS: dict[str, Scenario] = {
@@ -37,11 +38,13 @@ SCENARIOS: dict[str, Scenario] = {
             streams.window_latency,
         ),
         Scenario("l", "idle stream polls", streams.idle_figures, streams.idle_stream_polls),
+        Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
         Scenario(
-            "m",
+            "p",
             "pop autopilot against fixed settings",
             autopilot.autopilot_figures,
             autopilot.autopilot_vs_fixed,
         ),
+        Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
     )
 }

@@ -8,7 +8,16 @@ from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.middleware import RequestContext
-from queen_threads.resources import admin, analytics, dashboard, maintenance, status, streams
+from queen_threads.resources import (
+    admin,
+    analytics,
+    dashboard,
+    kv,
+    maintenance,
+    status,
+    streams,
+    timers,
+)
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
@@ -48,6 +57,8 @@ def create_app(runtime: Runtime) -> falcon.App:
     maintenance.register(app, runtime, API)
     status.register(app, runtime, API)
     streams.register(app, runtime, API)
+    kv.register(app, runtime, API)
+    timers.register(app, runtime, API)
     analytics.register(app, runtime.analytics, runtime.admin, API)
     dashboard.register(app, runtime.settings)
     return app

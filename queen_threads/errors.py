@@ -15,6 +15,18 @@ class ValidationError(QueenError):
     """A request is malformed (answered 400)."""
 
 
+class CodedValidationError(ValidationError):
+    """A 400 that also names a stable `code` (the surface's: `kv_bad_request`,
+    `locks_bad_request`) and `reason` (the rule broken) a client branches on, never the
+    prose: {"error": "<reason>: <detail>", "code", "reason", "detail"}."""
+
+    def __init__(self, code: str, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.code = code
+        self.reason = reason
+        self.detail = detail
+
+
 class AuthenticationFailed(QueenError):
     """No token, or one that does not verify (answered 401 with the reason)."""
 

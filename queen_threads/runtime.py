@@ -16,6 +16,7 @@ from typing import Any
 
 from queen_threads import __version__, migrate
 from queen_threads.auth import Authenticator, build_verifier
+from queen_threads.background.exclusive import ExclusiveService
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.metrics_job import metrics_service
 from queen_threads.background.retention import RetentionServices
@@ -23,6 +24,7 @@ from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.errors import DatabaseUnavailable, MigrationError
+from queen_threads.kv import KvStore, kv_sweep_service
 from queen_threads.metrics import (
     AnalyticsCollector,
     Instruments,
@@ -37,6 +39,7 @@ from queen_threads.metrics import (
     Sampler,
     TimedDatabase,
     count_buffered,
+    count_lock_acquires,
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
@@ -47,6 +50,7 @@ from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
 from queen_threads.queue.streams import Streams
 from queen_threads.settings import Settings
+from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
@@ -184,7 +188,34 @@ class Runtime:
         self.metrics_service = metrics_service(
             settings, self.direct_dsn, owner, self.schema_ready, observe_service
         )
+        # Timers (timers/): this process's firer, and the fire log's retention.
+        self.timers = TimerService(
+            TimerStore(self.db, self.store),
+            announce_pushed=self.queues.announce_pushed,
+            saw_wake_epoch=self.store.saw_wake_epoch,
+            count_stored=self.store.stored_by_timers,
+            origin=origin,
+            batch=settings.timers_fire_batch,
+            max_sleep_s=settings.timers_max_sleep_ms / 1000,
+            # No fire while push maintenance routes pushes away from the database.
+            ready=lambda: self.schema_ready.is_set() and not self.maintenance.push_on,
+        )
+        self.timers_retention = ExclusiveService(
+            self.direct_dsn,
+            TimerFiresRetention(
+                settings.timers_fired_retention_hours, settings.retention_batch_size
+            ),
+            settings.retention_interval_ms / 1000,
+            owner=owner,
+            ready=self.schema_ready,
+            observer=observe_service,
+        )
         self.analytics = AnalyticsStore(self.db)
+        # Key/value state and locks (kv/): their store and the sweeper of expired keys.
+        self.kv = KvStore(self.db, count_lock_acquires)
+        self.kv_sweeper = kv_sweep_service(
+            settings, self.direct_dsn, owner, self.schema_ready, observe_service
+        )
         self.instruments.bind(
             Sampler(
                 self.started_at,
@@ -198,6 +229,8 @@ class Runtime:
             backlog=self.admin.backlog,
             buffer=self.buffer.status,
         )
+        assert self.instruments.exposition is not None
+        self.instruments.exposition.collectors.append(TimersCollector(self.timers.store.stats))
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
@@ -213,11 +246,16 @@ class Runtime:
         self.buffer.start()
         self.operations.start()
         self.metrics_service.start()
+        self.kv_sweeper.start()
+        self.timers.start()
+        self.timers_retention.start()
         self.collector.start()
         self.instruments.start()
 
     def _on_wakeup(self, event: dict[str, Any]) -> None:
         """A NOTIFY from any process; this process's own were acted on when sent."""
+        if self.timers.on_wakeup(event):
+            return
         if not self.notifier.is_own(event):
             self.polling.on_event(event)
             self.streams.on_event(event)
@@ -295,6 +333,9 @@ class Runtime:
             self.notifier.stop()
             self.operations.stop()
             self.metrics_service.stop()
+            self.kv_sweeper.stop()
+            self.timers.stop()
+            self.timers_retention.stop()
             self.instruments.stop()
 
     def stop(self) -> None:

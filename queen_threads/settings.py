@@ -460,6 +460,18 @@ class Settings:
     eviction_batch_size: int = env(
         "EVICTION_BATCH_SIZE", 1000, _int(1, 100000), "Messages per eviction batch."
     )
+    kv_sweep_interval_ms: int = env(
+        "KV_SWEEP_INTERVAL",
+        10000,
+        _int(100),
+        "Period of the key/value sweeper (deletes expired keys and lock permits), ms.",
+    )
+    kv_sweep_batch_size: int = env(
+        "KV_SWEEP_BATCH_SIZE",
+        1000,
+        _int(1, 100000),
+        "Expired key/value rows per sweeper batch: one statement and transaction each.",
+    )
     partition_cleanup_days: int = env(
         "PARTITION_CLEANUP_DAYS",
         30,
@@ -484,6 +496,26 @@ class Settings:
         "",
         _str,
         "Folder of prometheus-client's per-process files (unset: a fresh temporary folder).",
+    )
+
+    # --- Timers (docs/timers.md) -------------------------------------------------------
+    timers_fire_batch: int = env(
+        "TIMERS_FIRE_BATCH",
+        500,
+        _int(1, 10000),
+        "Due timers one fire call claims and delivers (one transaction).",
+    )
+    timers_max_sleep_ms: int = env(
+        "TIMERS_MAX_SLEEP_MS",
+        1000,
+        _int(10, 60000),
+        "Longest a process's timer firer sleeps without a known due time, ms.",
+    )
+    timers_fired_retention_hours: int = env(
+        "TIMERS_FIRED_RETENTION_HOURS",
+        24,
+        _int(1),
+        "Keep the log of fired timers (queen.timer_fires) this many hours.",
     )
 
     # --- Encryption ------------------------------------------------------------------

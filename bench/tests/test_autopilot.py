@@ -1,4 +1,4 @@
-"""scripts/bench (m) pop autopilot against fixed settings: the configurations' query
+"""scripts/bench (p) pop autopilot against fixed settings: the configurations' query
 parameters, the figure keys, the books of one configuration and its ceiling."""
 
 from __future__ import annotations
@@ -69,26 +69,26 @@ def test_sizes_full_quick_and_on_request_only() -> None:
     assert FULL.trickle_rate == 500.0
     assert QUICK.autopilot_messages < FULL.autopilot_messages
     assert QUICK.trickle_duration_s < FULL.trickle_duration_s
-    assert "m" not in DEFAULT_SCENARIOS
-    assert parse_args(["--scenarios", "m"]).scenarios == ("m",)
+    assert "p" not in DEFAULT_SCENARIOS
+    assert parse_args(["--scenarios", "p"]).scenarios == ("p",)
     sizes = parse_args(["--quick", "--backlog-messages", "3000", "--trickle-duration", "2"]).sizes
     assert (sizes.autopilot_messages, sizes.trickle_duration_s) == (3000, 2.0)
 
 
-def test_m_only_picks_phases_and_configurations() -> None:
-    sizes = parse_args(["--m-only", "trickle,autopilot,b100_p10"]).sizes
+def test_autopilot_only_picks_phases_and_configurations() -> None:
+    sizes = parse_args(["--autopilot-only", "trickle,autopilot,b100_p10"]).sizes
     assert [c.name for c in configs(sizes)] == ["autopilot", "b100_p10"]
     keys = [f.key for f in autopilot_figures(sizes)]
     assert len(keys) == 2 * len(METRICS) and all(k.startswith("trickle_") for k in keys)
-    assert [c.name for c in configs(parse_args(["--m-only", "backlog"]).sizes)] == [
+    assert [c.name for c in configs(parse_args(["--autopilot-only", "backlog"]).sizes)] == [
         c.name for c in configs(FULL)]  # fmt: skip
 
 
 def test_the_backlog_rate_is_bounded_by_the_skip_locked_ceiling() -> None:
-    assert ceiling_key("m", "backlog_autopilot_msg_per_s") == SKIP_LOCKED
-    assert ceiling_key("m", "backlog_autopilot_p99_ms") is None
-    assert ceiling_key("m", "trickle_autopilot_msg_per_s") is None
-    assert [c.key for c in planned(["m"], FULL, 2)] == [SKIP_LOCKED]
+    assert ceiling_key("p", "backlog_autopilot_msg_per_s") == SKIP_LOCKED
+    assert ceiling_key("p", "backlog_autopilot_p99_ms") is None
+    assert ceiling_key("p", "trickle_autopilot_msg_per_s") is None
+    assert [c.key for c in planned(["p"], FULL, 2)] == [SKIP_LOCKED]
 
 
 def test_postgres_cpu_per_thousand_messages() -> None:

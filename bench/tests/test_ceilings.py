@@ -66,7 +66,7 @@ def test_ceilings_table() -> None:
     assert lines[2].startswith("| insert_batch_4c | psycopg2 INSERT ... SELECT FROM jsonb_array")
     assert lines[2].endswith("| 65,432 | msg/s | (a) 4 clients |")
     assert lines[3].endswith(
-        "| FAILED | msg/s | (c), (f), (m) backlog (RuntimeError: no database URL) |"
+        "| FAILED | msg/s | (c), (f), (p) backlog (RuntimeError: no database URL) |"
     )
 
 

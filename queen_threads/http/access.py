@@ -45,6 +45,10 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/ack/batch": {"POST": RW},
     f"{API}/transaction": {"POST": RW},
     f"{API}/lease/{{leaseId}}/extend": {"POST": RW},
+    # key/value and locks: the batch routes write (reads go through them too)
+    f"{API}/kv": {"POST": RW},
+    f"{API}/kv/{{ns}}/{{key:path}}": {"GET": RO, "PUT": RW, "DELETE": RW},
+    f"{API}/locks": {"POST": RW},
     # streams: consuming is read-write, reading read-only, deleting admin
     f"{API}/stream/define": {"POST": RW},
     f"{API}/stream/poll": {"POST": RW},
@@ -55,6 +59,10 @@ ROUTES: dict[str, dict[str, Access]] = {
     f"{API}/resources/streams/stats": {"GET": RO},
     f"{API}/resources/streams/{{name}}": {"GET": RO, "DELETE": ADMIN},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": RO},
+    # timers: scheduling and cancelling are read-write, reading read-only
+    f"{API}/timers": {"POST": RW},
+    f"{API}/timers/{{queue}}": {"GET": RO},
+    f"{API}/timers/{{queue}}/{{key:path}}": {"GET": RO, "DELETE": RW},
     # messages and dead letters
     f"{API}/dlq": {"GET": RO},
     f"{API}/dlq/requeue": {"POST": RW},

@@ -1,4 +1,5 @@
-"""The one place where exceptions become HTTP errors: every body is {"error": "..."}."""
+"""The one place where exceptions become HTTP errors: every body is {"error": "..."} (a
+CodedValidationError adds its `code`, `reason` and `detail`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import orjson
 
 from queen_threads.errors import (
     AuthenticationFailed,
+    CodedValidationError,
     Conflict,
     DatabaseError,
     Forbidden,
@@ -34,14 +36,16 @@ _STATUS: list[tuple[type[QueenError], int]] = [
 ]
 
 
-def error_body(message: str) -> bytes:
-    return orjson.dumps({"error": message})
+def error_body(message: str, extra: dict[str, str] | None = None) -> bytes:
+    return orjson.dumps({"error": message, **(extra or {})})
 
 
-def _respond(resp: falcon.Response, status: int, message: str) -> None:
+def _respond(
+    resp: falcon.Response, status: int, message: str, extra: dict[str, str] | None = None
+) -> None:
     resp.status = status
     resp.content_type = falcon.MEDIA_JSON
-    resp.data = error_body(message)
+    resp.data = error_body(message, extra)
 
 
 def handle_queen_error(
@@ -54,7 +58,10 @@ def handle_queen_error(
         resp.set_header("WWW-Authenticate", "Bearer")
     if status >= 500:
         log.warning("%s %s -> %d: %s", req.method, req.path, status, ex)
-    _respond(resp, status, str(ex) or type(ex).__name__)
+    extra = None
+    if isinstance(ex, CodedValidationError):
+        extra = {"code": ex.code, "reason": ex.reason, "detail": ex.detail}
+    _respond(resp, status, str(ex) or type(ex).__name__, extra)
 
 
 def handle_http_error(

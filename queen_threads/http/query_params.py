@@ -48,6 +48,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/ack/batch": {"POST": NONE},
     f"{API}/transaction": {"POST": NONE},
     f"{API}/lease/{{leaseId}}/extend": {"POST": NONE},
+    # key/value and locks
+    f"{API}/kv": {"POST": NONE},
+    f"{API}/kv/{{ns}}/{{key:path}}": {"GET": NONE, "PUT": NONE, "DELETE": frozenset({"expect"})},
+    f"{API}/locks": {"POST": NONE},
     # streams
     f"{API}/stream/define": {"POST": NONE},
     f"{API}/stream/poll": {"POST": NONE},
@@ -58,6 +62,10 @@ PARAMS: dict[str, dict[str, frozenset[str]]] = {
     f"{API}/resources/streams/stats": {"GET": NONE},
     f"{API}/resources/streams/{{name}}": {"GET": NONE, "DELETE": NONE},
     f"{API}/resources/streams/{{name}}/consumers": {"GET": NONE},
+    # timers
+    f"{API}/timers": {"POST": NONE},
+    f"{API}/timers/{{queue}}": {"GET": frozenset({"after", "limit"})},
+    f"{API}/timers/{{queue}}/{{key:path}}": {"GET": NONE, "DELETE": frozenset({"txn"})},
     # messages and dead letters
     f"{API}/dlq": {"GET": PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}},
     f"{API}/dlq/requeue": {"POST": NONE},

@@ -30,6 +30,7 @@ PAGES: dict[str, frozenset[str]] = {
     "/dlq": RANGE | {"queue", "consumerGroup", "error", "offset"},
     "/groups": frozenset({"q", "group"}),
     "/streams": frozenset({"stream"}),
+    "/timers": frozenset({"queue"}),
     "/traces": frozenset({"name", "partitionId", "transactionId"}),
     "/system": NONE,
 }

@@ -25,6 +25,7 @@ from queen_threads.metrics.metered import (
     ObservedRequestStats,
     TimedDatabase,
     count_buffered,
+    count_lock_acquires,
     observe_service,
 )
 from queen_threads.metrics.sampler import Sampler
@@ -48,6 +49,7 @@ __all__ = [
     "Sampler",
     "TimedDatabase",
     "count_buffered",
+    "count_lock_acquires",
     "multiprocess_mode",
     "observe_service",
     "prom",

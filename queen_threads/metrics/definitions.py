@@ -101,6 +101,17 @@ class PromMetrics:
         self.partitions_deleted = Counter(
             "queen_retention_deleted_partitions_total", "Idle empty partitions deleted."
         )
+        self.kv_expired = Counter(
+            "queen_kv_expired_total",
+            "Expired key/value rows (lock permits included) deleted by the sweeper.",
+        )
+        self.lock_acquires = Counter(
+            "queen_lock_acquires_total",
+            "Lock and semaphore acquires by outcome: grant (a free permit), takeover (a "
+            "permit whose lifetime had run out), already (the owner's own permit, answered "
+            "again), refusal (every permit held).",
+            ["outcome"],
+        )
         self.service_runs = Counter(
             "queen_background_runs_total",
             "Turns of the background services by outcome (ran, failed; locked and not_due "

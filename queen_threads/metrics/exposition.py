@@ -157,6 +157,8 @@ class Exposition:
         self.sampler = sampler
         self.backlog = BacklogCollector(backlog)
         self.buffer = BufferCollector(buffer)
+        # Other rooms' scrape-time collectors (e.g. the timers' gauges), added by runtime.py.
+        self.collectors: list[Any] = []
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         self.sampler.sample()
@@ -169,6 +171,8 @@ class Exposition:
             registry.register(_DefaultRegistry())
         registry.register(self.backlog)
         registry.register(self.buffer)
+        for collector in self.collectors:
+            registry.register(collector)
         encoder, content_type = choose_encoder(accept or "")
         return encoder(registry), content_type
 

@@ -116,6 +116,9 @@ class MeteredQueueStore(QueueStore):
             _count_rejected(results)
         return results
 
+    def stored_by_timers(self, counts: dict[str, int]) -> None:
+        self._pushed((queue, "queued") for queue, n in counts.items() for _ in range(int(n)))
+
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         results = super().pop(requests)
         delivered = [
@@ -127,9 +130,6 @@ class MeteredQueueStore(QueueStore):
                 self.counters.popped.add(len(delivered))
             if self.minutes is not None:
                 self.minutes.add("popped", (queue for (queue,) in delivered))
-        for result in results:  # messages a conflating group skipped (the newest came)
-            if result.get("conflated"):
-                prom().conflated.labels(str(result.get("queue") or "")).inc(result["conflated"])
         return results
 
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
@@ -158,9 +158,12 @@ class MeteredQueueStore(QueueStore):
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+        self,
+        operations: list[dict[str, Any]],
+        required_leases: list[str] | None = None,
+        riders: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        result = super().transaction(operations, required_leases)
+        result = super().transaction(operations, required_leases, riders)
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []
@@ -313,3 +316,12 @@ def observe_service(service: str, outcome: RunOutcome) -> None:
             metrics.cleanup_deleted.labels(kind).inc(int(step["deleted"]))
     if result.get("partitionsDeleted"):
         metrics.partitions_deleted.inc(int(result["partitionsDeleted"]))
+    if result.get("kvExpired"):
+        metrics.kv_expired.inc(int(result["kvExpired"]))
+
+
+def count_lock_acquires(counts: dict[str, int]) -> None:
+    """Observer of the locks calls (kv/store.py): acquires by outcome."""
+    metrics = prom()
+    for outcome, n in counts.items():
+        metrics.lock_acquires.labels(outcome).inc(int(n))

@@ -84,9 +84,12 @@ class QueueService:
         return results
 
     def transaction(
-        self, operations: list[dict[str, Any]], required_leases: list[str] | None = None
+        self,
+        operations: list[dict[str, Any]],
+        required_leases: list[str] | None = None,
+        riders: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        result = self.store.transaction(operations, required_leases)
+        result = self.store.transaction(operations, required_leases, riders)
         if result.get("success"):
             self._announce_pushed(
                 [(i["queue"], i["partition"]) for op in operations for i in op.get("items") or ()]

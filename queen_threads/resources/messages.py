@@ -118,11 +118,13 @@ class MoveToDeadLetter:
         ack = v.ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
                           "error": error or MANUAL_DLQ_ERROR, "consumerGroup": group})  # fmt: skip
         result = self.runtime.queues.ack([ack])[0]
-        if result.get("error") == "Message not found":
+        refusal = str(result.get("error") or "")
+        if refusal.startswith("Unresolvable transaction"):
             raise NotFound("Message not found")
         if result.get("status") == "failed_dlq":
             media(resp, {"success": True, "partitionId": pid, "transactionId": tid,
                          "consumerGroup": group, "dlq": True})  # fmt: skip
             return
-        error = result.get("error") or f"Message was already consumed by consumer group {group}"
+        consumed = not refusal or refusal.startswith("Already committed")
+        error = f"Message was already consumed by consumer group {group}" if consumed else refusal
         media(resp, {"success": False, "error": error}, 409)

@@ -29,16 +29,34 @@ class Metrics:
             "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
             "longPolling": rt.polling.stats(),
             "streamPolling": rt.streams.stats(),
+            "timers": rt.timers.stats(),
             "wakeupListener": rt.listener.stats(),
             "peers": rt.peers.stats(),
             "auth": rt.auth.stats(),
             "buffer": _buffer(rt),
-            "background": {**rt.operations.stats(), "metrics": rt.metrics_service.stats()},
+            "background": {
+                **rt.operations.stats(),
+                "metrics": rt.metrics_service.stats(),
+                "kvSweep": rt.kv_sweeper.stats(),
+            },
+            "kv": _kv(rt),
             "analytics": rt.collector.stats(),
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }
         media(resp, body)
+
+
+def _kv(rt: Runtime) -> dict[str, object]:
+    """Keys, expired rows (swept and waiting) and live permits of the database; this
+    process's lock acquires by outcome."""
+    database: dict[str, object] = {"error": "database unreachable"}
+    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
+        try:
+            database = rt.kv.stats()
+        except Exception as exc:  # nor does a failed read break it
+            database = {"error": str(exc)}
+    return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
 
 
 def _buffer(rt: Runtime) -> dict[str, object]:

@@ -2,10 +2,16 @@
 messages are stamped with the token's `sub` as producerSub, as on /push). Each ack is
 fenced by its lease (its own leaseId, or the one lease `requiredLeases` names): an ack
 under an expired or foreign lease rolls the whole bundle back. A transaction rolled back
-because a push item found its queue full answers 409 with `Retry-After`, as a push does."""
+because a push item found its queue full answers 409 with `Retry-After`, as a push does.
+
+Riders commit in the same transaction: `kv` (docs/kv.md) carries key/value operations and
+lock guards (a lost `required` precondition rolls everything back and answers 200
+{success: false, reason: "kv_precondition", failedIndex, kvReason, version, value});
+`timers` carries timer schedules and cancels (docs/timers.md)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import falcon
@@ -13,8 +19,14 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
+from queen_threads.kv import ops as kv_ops
 from queen_threads.resources.push import retry_after_when_full
 from queen_threads.runtime import Runtime
+from queen_threads.timers import ops as timer_ops
+
+FIELDS = ("operations", "requiredLeases", "kv", "timers")
+UNSUPPORTED_RIDERS = frozenset({"timers"})  # never ignored: preconditions must not vanish
+MAX_REQUIRED_LEASES = 10_000
 
 
 def operation(op: Any, sub: str | None) -> dict[str, Any]:
@@ -30,7 +42,6 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
 
 
 FIELDS = ("operations", "requiredLeases", "kv", "timers")
-RIDERS = frozenset({"kv", "timers"})  # the 2.6.0 client's riders beside `operations`
 MAX_REQUIRED_LEASES = 10_000
 
 
@@ -46,6 +57,14 @@ def required_leases(raw: Any) -> list[str]:
     return [lease for lease in leases if lease]
 
 
+def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
+    """The riders the body carries, validated (an empty or null one is no rider)."""
+    kv, timers = body.get("kv"), body.get("timers")
+    return ({"kv": kv_ops.operations(kv, in_transaction=True)} if kv else {}) | (
+        {"timers": timer_ops.operations(timers, sub, "timers")} if timers else {}
+    )
+
+
 class Transaction:
     def __init__(self, runtime: Runtime) -> None:
         self.runtime = runtime
@@ -55,15 +74,16 @@ class Transaction:
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
-        if not raw:
-            raise v.ValidationError("operations array cannot be empty")
-        riders = sorted(RIDERS & body.keys())
-        if riders:  # never ignored: a bundle without its preconditions must not commit
-            raise v.ValidationError(
-                f"This server does not take {' or '.join(riders)} operations in transactions"
-            )
         leases = required_leases(body.get("requiredLeases"))
         sub = producer_sub(req)
-        result = self.runtime.queues.transaction([operation(op, sub) for op in raw], leases)
+        extra = riders(body, sub)
+        if not raw and not extra:
+            raise v.ValidationError("operations array cannot be empty")
+        ops = [operation(op, sub) for op in raw]
+        sent = time.monotonic()
+        result = self.runtime.queues.transaction(ops, leases, extra)
+        if result.get("success") and extra.get("timers"):
+            self.runtime.timers.scheduled(extra["timers"], sent)
         retry_after_when_full(resp, result.get("results") or [])
-        media(resp, result, 200 if result.get("success") else 409)
+        verdict = result.get("success") or result.get("reason") == "kv_precondition"
+        media(resp, result, 200 if verdict else 409)

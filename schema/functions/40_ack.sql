@@ -384,11 +384,12 @@ BEGIN
                 END IF;
                 v_status := 'failed_dlq';
                 v_dlq := true;
-                -- A nack ends the lease (the consumer drops the rest of its batch, which is
-                -- redelivered at once), once everything before the dead-lettered message is
-                -- done; with a silent gap before it the lease stays, so the message is not
-                -- delivered again from the cursor. Transactions keep their batch.
-                IF NOT p_tx AND v_pc.lease_id IS NOT NULL THEN
+                -- A consumer's nack (under its lease) ends the lease: it drops the rest of
+                -- its batch, which is redelivered at once, once everything before the
+                -- dead-lettered message is done; with a silent gap before it the lease
+                -- stays, so the message is not delivered again from the cursor.
+                -- Transactions and an operator's move to the DLQ (no lease) keep the batch.
+                IF NOT p_tx AND r.lease_txt IS NOT NULL AND v_pc.lease_id IS NOT NULL THEN
                     v_pc.batch_ids := v_batch;
                     v_pc.acked_ids := v_acked;
                     v_pc := queen._pc_apply_prefix(v_pc);

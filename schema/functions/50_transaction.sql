@@ -13,6 +13,14 @@
 -- leases an ack without its own is not lent one). An ack under a lease that expired or is
 -- another's fails, and with it the whole bundle. 'failed' goes straight to the dead-letter
 -- queue. A failure's error starts with "Transaction rolled back:".
+--
+-- Riders run before the operations, their results follow the operations' in the flat
+-- results[] (kv first, then timers); with a rider, operations may be empty.
+-- `kv` (queen.transaction_kv_v1, schema/functions/65_kv_apply.sql): its row locks come
+-- before any partition's; a lost `required` precondition rolls everything back and answers
+-- {success:false, reason:"kv_precondition", failedIndex, kvReason, version, value}.
+-- `timers` (queen.transaction_timers_v1, schema/functions/98_timers.sql): its timer row
+-- locks come before any partition's, the order of the timers' firer.
 CREATE OR REPLACE FUNCTION queen.execute_transaction_v2(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -29,20 +37,37 @@ DECLARE
     v_item    jsonb;
     v_ack     jsonb;
     v_fail    text;
+    v_timers  jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'timers' END;
+    v_tm_res  jsonb := '[]'::jsonb;
+    v_base    integer;
     v_lend    jsonb := CASE WHEN jsonb_typeof(p -> 'requiredLeases') = 'array'
                              AND jsonb_array_length(p -> 'requiredLeases') = 1
                             THEN p -> 'requiredLeases' -> 0 END;
+    v_kv      jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'kv' END;
+    v_kv_res  jsonb := '[]'::jsonb;
 BEGIN
     IF v_ops IS NULL OR jsonb_typeof(v_ops) <> 'array' THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array required',
                                   'results', '[]'::jsonb);
     END IF;
-    IF jsonb_array_length(v_ops) = 0 THEN
+    IF jsonb_array_length(v_ops) = 0 AND coalesce(jsonb_array_length(v_kv), 0) = 0
+       AND coalesce(jsonb_array_length(v_timers), 0) = 0 THEN
         RETURN jsonb_build_object('success', false, 'error', 'operations array cannot be empty',
                                   'results', '[]'::jsonb);
     END IF;
 
+    -- The flat index of the first rider result: one entry per pushed item and per ack.
+    SELECT coalesce(sum(CASE WHEN e ->> 'type' = 'push' AND jsonb_typeof(e -> 'items') = 'array'
+                             THEN jsonb_array_length(e -> 'items') ELSE 1 END), 0)
+      INTO v_base FROM jsonb_array_elements(v_ops) e;
+
     BEGIN
+        IF jsonb_typeof(v_kv) = 'array' THEN
+            v_kv_res := queen.transaction_kv_v1(v_kv, v_base);
+        END IF;
+        IF jsonb_typeof(v_timers) = 'array' THEN
+            v_tm_res := queen.transaction_timers_v1(v_timers, v_base + jsonb_array_length(v_kv_res));
+        END IF;
         FOR v_op, v_idx IN
             SELECT e, (o.n - 1)::integer FROM jsonb_array_elements(v_ops) WITH ORDINALITY AS o(e, n)
              ORDER BY o.n
@@ -99,12 +124,16 @@ BEGIN
                 RAISE EXCEPTION 'operation %: unknown operation type: %', v_idx, coalesce(v_type, 'null');
             END IF;
         END LOOP;
-    EXCEPTION WHEN others THEN
+    EXCEPTION WHEN SQLSTATE 'QK001' THEN
+        GET STACKED DIAGNOSTICS v_fail = PG_EXCEPTION_DETAIL;
+        RETURN queen._kv_precondition_answer(v_fail, v_base) || jsonb_build_object('results', '[]'::jsonb);
+    WHEN others THEN
         GET STACKED DIAGNOSTICS v_fail = MESSAGE_TEXT;
         RETURN jsonb_build_object('success', false, 'error', 'Transaction rolled back: ' || v_fail,
                                   'results', to_jsonb(v_results));
     END;
 
-    RETURN jsonb_build_object('success', true, 'error', NULL, 'results', to_jsonb(v_results));
+    RETURN jsonb_build_object('success', true, 'error', NULL,
+                              'results', to_jsonb(v_results) || v_kv_res || v_tm_res);
 END;
 $$;

@@ -192,6 +192,25 @@ def test_a_transaction_push_is_stamped_too(http: httpx.Client, dsn: str) -> None
     assert stored_producer_sub(dsn, q) == ["tx-user"]
 
 
+def test_timer_routes_by_role_and_the_fire_stamps_the_scheduling_token_sub(
+    http: httpx.Client, dsn: str
+) -> None:
+    q = qname()
+    op = {"op": "schedule", "queue": q, "timerKey": "k", "payload": "MQ==", "delayMs": 0}
+    ro, rw = bearer(token("read-only")), bearer(token(sub="timer-user"))
+    refused = http.post("/api/v1/timers", json={"operations": [op]}, headers=ro)
+    assert (refused.status_code, refused.json()) == (403, {"error": "Insufficient permissions"})
+    assert http.get(f"/api/v1/timers/{q}/k", headers={}).status_code == 401
+    assert http.post("/api/v1/timers", json={"operations": [op]}, headers=rw).status_code == 200
+    assert http.get(f"/api/v1/timers/{q}", headers=ro).status_code == 200
+    assert http.get(f"/api/v1/timers/{q}/k", headers=ro).status_code == 200
+    assert http.delete(f"/api/v1/timers/{q}/k", headers=ro).status_code == 403
+    deadline = time.monotonic() + 10
+    while not stored_producer_sub(dsn, q) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert stored_producer_sub(dsn, q) == ["timer-user"]
+
+
 def test_a_token_without_sub_stores_null(http: httpx.Client, dsn: str) -> None:
     q = qname()
     r = http.post("/api/v1/push", json={"items": [{"queue": q, "producerSub": "x"}]},

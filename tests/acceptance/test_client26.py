@@ -25,11 +25,7 @@ FILES = [
 ]  # fmt: skip
 
 PENDING = {
-    "test_kv.py": "issue 25: key/value is not built yet",
-    "test_locks.py": "issue 25: locks and semaphores are not built yet",
-    "test_timers.py": "issue 26: timers are not built yet",
     "test_reads.py": "issue 26: offset reads are not built yet",
-    "test_transaction_kv_timers.py": "issues 25 and 26: kv and timer riders of transactions",
 }
 
 _results: dict[str, list[Case]] = {}

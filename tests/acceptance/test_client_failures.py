@@ -167,7 +167,7 @@ def test_client_transaction_rolls_back_everything_on_failure(
         return out
 
     out = client_run(body)
-    assert "not found" in out["error"].lower(), out["error"]
+    assert "unresolvable transaction" in out["error"].lower(), out["error"]
     assert out["dst"] == [], "the push in the failed transaction was rolled back"
     assert out["nack"]["success"] is True
     assert [m["data"] for m in out["again"]] == [{"keep": True}]

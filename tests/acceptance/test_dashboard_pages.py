@@ -8,10 +8,12 @@ sets it to docs/images). The tests run in file order: the first sees an empty se
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -27,6 +29,7 @@ SHOTS = [
     ("dlq", "/dlq", "#dlq tbody tr"),
     ("groups", "/groups?group=analytics", "#group-detail tbody tr"),
     ("streams", "/streams?stream=invoice-batches", "#stream-consumers tbody tr"),
+    ("timers", "/timers?queue=orders", "#timer-list tbody tr"),
     ("traces", "/traces?name=order-1009", "#by-name tbody tr"),
     ("system", "/system", "#process dl"),
 ]
@@ -39,6 +42,7 @@ PAGES = [
     ("/dlq", "Dead letters", "#dlq tbody tr"),
     ("/groups", "Consumer groups", "#groups tbody tr"),
     ("/streams", "Streams", "#streams tbody tr"),
+    ("/timers", "Timers", "#timer-queues tbody tr"),
     ("/traces", "Traces", "#trace-names li"),
     ("/system", "System", "#process dl"),
 ]
@@ -96,6 +100,10 @@ def seeded(srv: ServerProcess) -> None:
     poll = {"streamName": "invoice-batches", "consumerGroup": "accounting", "timeout": 0}
     api.post("/stream/ack", {"leaseId": api.post("/stream/poll", poll)["window"]["leaseId"]})
     api.post("/stream/poll", poll)  # the second batch stays out
+    payload = base64.b64encode(orjson.dumps({"reminder": "unpaid"})).decode()
+    api.post("/timers", {"operations": [
+        {"op": "schedule", "queue": "orders", "timerKey": f"order:eu-{i}:expire",
+         "payload": payload, "delayMs": 600_000 * (i + 1)} for i in range(3)]})  # fmt: skip
     api.close()
 
 

@@ -5,9 +5,9 @@ than the server's pooled clients, so it multiplexes), `DATABASE_DIRECT_URL` at
 PostgreSQL. Checked through HTTP, the official client and both sides' own views
 (PgBouncer's admin console, `pg_stat_activity`, `pg_locks`): the requests work, the pool
 really goes through PgBouncer without startup options (which it would refuse), the LISTEN
-connections and the background services' advisory-lock sessions go direct, a NOTIFY sent
-through PgBouncer wakes a long poll within a second, and PgBouncer's server connections
-keep no session state.
+connections and the background services' advisory-lock sessions go direct, a timer fires
+through it and wakes a long poll, a NOTIFY sent through PgBouncer wakes a long poll within
+a second, and PgBouncer's server connections keep no session state.
 """
 
 from __future__ import annotations
@@ -255,6 +255,32 @@ def test_retention_runs_on_a_direct_session_under_its_advisory_lock(
 
     run = wait_until("a finished retention run in the overview", last_run)
     assert run["error"] is None
+
+
+def test_a_timer_fires_through_pgbouncer_and_wakes_a_long_poll(
+    pooled_server: ServerProcess, bouncer: PgBouncer, dbname: str, direct: Conn
+) -> None:
+    """The firer's claim (FOR UPDATE SKIP LOCKED, one statement) and the announcement's
+    NOTIFY go through the pooler; the fire's own lock timeout ends with its transaction."""
+    q = f"pgb-{uuid.uuid4().hex[:8]}"
+    waiter = Waiter(pooled_server.url, q, timeout_ms=15000)
+    waiter.start()
+    wait_registered(pooled_server.url, 1)
+    op = {"op": "schedule", "queue": q, "timerKey": "t", "payload": "InRpbWVyIg==",
+          "delayMs": 300}  # fmt: skip
+    r = httpx.post(f"{pooled_server.url}/api/v1/timers", json={"operations": [op]})
+    assert r.status_code == 200, r.text
+    scheduled_at = time.monotonic()
+    waiter.join(15)
+    assert waiter.response is not None and waiter.response.status_code == 200
+    assert waiter.response.json()["messages"][0]["data"] == "timer"
+    assert waiter.answered_at - scheduled_at < 2.0, "woken by the fire, not by the 5 s poll"
+    through_bouncer = connect(bouncer.dsn(dbname))
+    try:
+        lock_timeout = "SELECT current_setting('lock_timeout')"
+        assert rows(through_bouncer, lock_timeout) == rows(direct, lock_timeout)
+    finally:
+        through_bouncer.close()
 
 
 def test_pgbouncer_server_connections_keep_no_session_state(

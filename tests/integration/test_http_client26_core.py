@@ -203,8 +203,7 @@ def test_the_one_required_lease_fences_an_ack_without_its_own(admin: AdminApi) -
     [
         ({"requiredLeases": "x"}, "requiredLeases must be an array"),
         ({"requiredLeases": [5]}, "requiredLeases[] must be a string"),
-        ({"kv": [{"op": "put"}]}, "does not take kv operations"),
-        ({"timers": []}, "does not take timers operations"),
+        ({"timers": [{"op": "later"}]}, "timers[0]: op must be one of"),
     ],
 )
 def test_bad_bundles_are_400_and_change_nothing(

@@ -69,6 +69,11 @@ def test_every_row_is_a_served_route(app: falcon.App) -> None:
      ("GET", "/api/v1/pop/queue/{queue}", Role.READ_WRITE),
      ("POST", "/api/v1/push", Role.READ_WRITE),
      ("POST", "/api/v1/lease/{leaseId}/extend", Role.READ_WRITE),
+     ("POST", "/api/v1/kv", Role.READ_WRITE),
+     ("GET", "/api/v1/kv/{ns}/{key:path}", Role.READ_ONLY),
+     ("PUT", "/api/v1/kv/{ns}/{key:path}", Role.READ_WRITE),
+     ("DELETE", "/api/v1/kv/{ns}/{key:path}", Role.READ_WRITE),
+     ("POST", "/api/v1/locks", Role.READ_WRITE),
      ("POST", "/internal/api/notify", Rule.PEER)],
 )  # fmt: skip
 def test_levels_follow_the_contract(app: falcon.App, method: str, template: str,

@@ -9,6 +9,7 @@ export const PAGES = [
   { path: "/dlq", title: "Dead letters", load: () => import("./pages/dlq.js") },
   { path: "/groups", title: "Consumer groups", load: () => import("./pages/groups.js") },
   { path: "/streams", title: "Streams", load: () => import("./pages/streams.js") },
+  { path: "/timers", title: "Timers", load: () => import("./pages/timers.js") },
   { path: "/traces", title: "Traces", load: () => import("./pages/traces.js") },
   { path: "/system", title: "System", load: () => import("./pages/system.js") },
 ];

@@ -55,11 +55,25 @@ function processView(m) {
       ["Long polls waiting", `${num(reg.intentions)} in ${num(reg.groups)} group(s) · capacity ${num(reg.capacity)}`],
       ["Poll workers", `${num(m.longPolling.workers.length)} · groups per worker: ${reg.groups_per_shard.join(", ")}`],
       ["Wake-up listener", m.wakeupListener.connected ? badge("connected", "ok") : badge("not connected", "warn")],
+      kvRow(m.kv),
+      locksRow(m.kv),
       ["Memory", bytesKb(m.memory.maxRssKb)],
       ["CPU time", `${m.cpu.user} s user · ${m.cpu.system} s system`],
     ]),
     h("details", h("summary", "Every number of this process (GET /metrics)"), codeBlock(json(m))),
   ];
+}
+
+// Key/value and locks (docs/kv.md): database-wide numbers, this process's acquires.
+function kvRow(k) {
+  if (!k || k.error) return null;
+  return ["Key/value", `${num(k.keys)} live keys · ${num(k.expiredPending)} expired waiting for the sweeper · ${num(k.expiredTotal)} swept`];
+}
+
+function locksRow(k) {
+  if (!k || k.error || !k.lockAcquires) return null;
+  const a = k.lockAcquires;
+  return ["Locks", `${num(k.lockPermits)} permits held · here: ${num(a.grant)} granted, ${num(a.takeover)} taken over, ${num(a.refusal)} refused`];
 }
 
 function workersView(body) {

@@ -1,0 +1,75 @@
+"""Timer routes (docs/timers.md): POST /api/v1/timers (schedule, reschedule, cancel; a
+batch, index-aligned), GET /api/v1/timers/{queue} (a keyset page of the queue's pending
+timers), GET and DELETE /api/v1/timers/{queue}/{key} (peek, cancel). The key is the rest
+of the path, so it may contain `/`. Every refusal is a 400 with code `timers_bad_request`
+and changes nothing."""
+
+from __future__ import annotations
+
+import falcon
+
+from queen_threads.http import ignored
+from queen_threads.http.auth import producer_sub
+from queen_threads.http.request import json_body, media
+from queen_threads.runtime import Runtime
+from queen_threads.timers import ops
+from queen_threads.timers.ops import TimerRequestInvalid
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+def _limit(req: falcon.Request) -> int:
+    """`limit`, clamped to 1..MAX_LIMIT (never refused for its size: `truncated` tells)."""
+    raw = req.get_param("limit")
+    if raw is None or raw == "":
+        return DEFAULT_LIMIT
+    try:
+        value = int(raw)
+    except ValueError:
+        raise TimerRequestInvalid(f"limit must be an integer, got {raw!r}") from None
+    return min(max(value, 1), MAX_LIMIT)
+
+
+class Batch:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = json_body(req, self.runtime.settings.max_body_size)
+        if not isinstance(body, dict):
+            raise TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
+        ignored.note(req, "body", sorted(key for key in body if key != "operations"))
+        clean = ops.operations(body.get("operations"), producer_sub(req))
+        media(resp, {"results": self.runtime.timers.apply(clean)})
+
+
+class Listing:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
+        after = req.get_param("after") or None
+        if after is not None:
+            after = ops.timer_key(after)
+        page = self.runtime.timers.page(ops.queue_name(queue), after, _limit(req))
+        media(resp, page)
+
+
+class Timer:
+    def __init__(self, runtime: Runtime) -> None:
+        self.runtime = runtime
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, key: str) -> None:
+        media(resp, self.runtime.timers.peek(ops.queue_name(queue), ops.timer_key(key)))
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, key: str) -> None:
+        txn = ops.txn_of(req.get_param("txn") or None, required=False)
+        result = self.runtime.timers.cancel(ops.queue_name(queue), ops.timer_key(key), txn)
+        media(resp, result)
+
+
+def register(app: falcon.App, runtime: Runtime, api: str) -> None:
+    app.add_route(f"{api}/timers", Batch(runtime))
+    app.add_route(f"{api}/timers/{{queue}}", Listing(runtime))
+    app.add_route(f"{api}/timers/{{queue}}/{{key:path}}", Timer(runtime))

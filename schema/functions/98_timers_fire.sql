@@ -1,0 +1,253 @@
+-- THE FIRE: due timers become messages (queen_threads/timers/firer.py calls it; every
+-- server process runs a firer, and any number may run this at once).
+--
+-- One transaction claims up to `limit` due timers with FOR UPDATE SKIP LOCKED (a timer
+-- claimed by another firer is skipped, never fired twice), stores each one's message in its
+-- queue with the message id reserved at schedule time, logs the fire (queen.timer_fires)
+-- and deletes the timer. A firer that dies before its commit leaves the timers to the next.
+-- Pushes take their partitions' row locks in id order (capped queues first); so does this,
+-- after the claim, waiting at most 100 ms for them: a bundle of POST /transaction that
+-- pushes into a partition and then reschedules a timer being fired holds them in the other
+-- order, and one of the two must give way (this one: it answers retryInMs and claims again).
+-- A message stored by a fire sorts after the partition's newest message (created_at one
+-- microsecond later when the clock has not moved on), so that its reserved, older id can
+-- never fall behind a consumer's cursor. A message whose (partition, txn) was stored
+-- already is not stored again (status duplicate). A timer of a capped queue that is full
+-- stays, with attempts + 1, last_error, and its next attempt 1 s, 2 s, 4 s ... 60 s later.
+--
+-- Wake-ups are the server's, as for its pushes: this holds the wake-interest lock shared
+-- until its commit and returns the epoch; the server wakes the long polls of the pairs it
+-- returns, here and (after the commit) in the other processes (wake/notifier.py).
+--
+-- Input {limit}. Output {fired, duplicates, deferred, pairs: [[queue, partition]...] of the
+-- stored messages, stored: {queue: messages stored}, lateMs: [fired_at - due per fire; due: deliver_at, or when it was
+-- scheduled if that is later], more (a full batch: call
+-- again now), nextInMs (the next pending timer not yet due, from now; null: none),
+-- retryInMs (due timers another transaction holds, or the partition locks could not be
+-- had: call again then), epoch, error (the batch failed; see the handler below)}.
+CREATE OR REPLACE FUNCTION queen.timers_fire_v1(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_limit   integer := greatest(1, coalesce((p ->> 'limit')::integer, 500));
+    v_epoch   bigint;
+    v_now     timestamptz;
+    v_ts      timestamptz;
+    v_rows    queen.timers[];
+    v_claimed integer;
+    v_full    uuid[];
+    v_stored  bigint[];
+    v_out     jsonb;
+    v_next    timestamptz;
+    v_error   text;
+BEGIN
+    v_epoch := queen._wake_epoch();
+    v_now := clock_timestamp();
+    BEGIN
+        PERFORM set_config('lock_timeout', '100ms', true);
+        SELECT coalesce(array_agg(s.t), '{}') INTO v_rows
+          FROM (SELECT t FROM queen.timers t
+                 WHERE t.fire_at <= v_now
+                 ORDER BY t.fire_at
+                 LIMIT v_limit
+                   FOR UPDATE SKIP LOCKED) s;
+        v_claimed := cardinality(v_rows);
+
+        IF v_claimed > 0 THEN
+            INSERT INTO queen.partitions (queue_id, name)
+            SELECT DISTINCT c.queue_id, c.partition_name FROM unnest(v_rows) c
+             WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                WHERE p.queue_id = c.queue_id AND p.name = c.partition_name)
+             ORDER BY 1, 2
+            ON CONFLICT (queue_id, name) DO NOTHING;
+
+            -- The push's lock order: capped queues, then partitions, each in id order.
+            PERFORM 1 FROM queen.queues q
+             WHERE q.max_queue_size > 0
+               AND q.id IN (SELECT c.queue_id FROM unnest(v_rows) c)
+             ORDER BY q.id
+               FOR NO KEY UPDATE;
+            WITH tgt AS (
+                SELECT p.id FROM queen.partitions p
+                 WHERE (p.queue_id, p.name) IN (SELECT c.queue_id, c.partition_name
+                                                  FROM unnest(v_rows) c)
+                 ORDER BY p.id
+                   FOR NO KEY UPDATE
+            )
+            UPDATE queen.partitions p SET last_activity = clock_timestamp()
+              FROM tgt WHERE p.id = tgt.id;
+
+            -- Capped queues: every timer of a queue that this batch would overfill waits.
+            SELECT coalesce(array_agg(x.queue_id), '{}') INTO v_full
+              FROM (SELECT c.queue_id, q.max_queue_size
+                      FROM unnest(v_rows) c JOIN queen.queues q ON q.id = c.queue_id
+                     WHERE q.max_queue_size > 0
+                     GROUP BY c.queue_id, q.max_queue_size
+                    HAVING queen._queue_depth(c.queue_id) + count(*) > q.max_queue_size) x;
+
+            v_ts := clock_timestamp();
+            WITH ins AS (
+                INSERT INTO queen.messages
+                       (id, transaction_id, partition_id, payload, trace_id, producer_sub,
+                        is_encrypted, created_at)
+                OVERRIDING SYSTEM VALUE
+                SELECT c.message_id, c.txn, p.id, c.payload, NULL, c.producer_sub,
+                       c.is_encrypted,
+                       greatest(v_ts, pl.last_message_created_at + interval '1 microsecond')
+                  FROM unnest(v_rows) c
+                  JOIN queen.partitions p ON p.queue_id = c.queue_id AND p.name = c.partition_name
+                  LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
+                 WHERE c.queue_id <> ALL (v_full)
+                 ORDER BY p.id, c.message_id
+                ON CONFLICT ON CONSTRAINT messages_partition_transaction_unique DO NOTHING
+                RETURNING id
+            )
+            SELECT coalesce(array_agg(ins.id), '{}') INTO v_stored FROM ins;
+
+            UPDATE queen.timers t
+               SET attempts = t.attempts + 1,
+                   last_error = format('queue %s is full (maxSize %s)', q.name, q.max_queue_size),
+                   fire_at = v_ts + make_interval(secs => least(60, power(2, t.attempts))),
+                   updated_at = v_ts
+              FROM queen.queues q
+             WHERE q.id = t.queue_id AND t.queue_id = ANY (v_full)
+               AND (t.queue_id, t.timer_key) IN (SELECT c.queue_id, c.timer_key
+                                                   FROM unnest(v_rows) c);
+
+            DELETE FROM queen.timers t
+             WHERE t.queue_id <> ALL (v_full)
+               AND (t.queue_id, t.timer_key) IN (SELECT c.queue_id, c.timer_key
+                                                   FROM unnest(v_rows) c);
+
+            INSERT INTO queen.timer_fires (queue_name, timer_key, partition_name, txn, message_id,
+                                           status, attempts, deliver_at, scheduled_at, fired_at)
+            SELECT q.name, c.timer_key, c.partition_name, c.txn, c.message_id,
+                   CASE WHEN c.message_id = ANY (v_stored) THEN 'queued' ELSE 'duplicate' END,
+                   c.attempts + 1, c.deliver_at, c.updated_at, v_ts
+              FROM unnest(v_rows) c JOIN queen.queues q ON q.id = c.queue_id
+             WHERE c.queue_id <> ALL (v_full);
+        END IF;
+
+        SELECT jsonb_build_object(
+                   'fired', count(*) FILTER (WHERE c.message_id = ANY (v_stored)),
+                   'duplicates', count(*) FILTER (WHERE c.message_id <> ALL (v_stored)
+                                                    AND c.queue_id <> ALL (v_full)),
+                   'deferred', count(*) FILTER (WHERE c.queue_id = ANY (v_full)),
+                   'pairs', coalesce((SELECT jsonb_agg(DISTINCT jsonb_build_array(q.name,
+                                                                                  x.partition_name))
+                                        FROM unnest(v_rows) x JOIN queen.queues q
+                                          ON q.id = x.queue_id
+                                       WHERE x.message_id = ANY (v_stored)), '[]'::jsonb),
+                   'stored', coalesce((SELECT jsonb_object_agg(s.name, s.n)
+                                         FROM (SELECT q.name, count(*) AS n
+                                                 FROM unnest(v_rows) x JOIN queen.queues q
+                                                   ON q.id = x.queue_id
+                                                WHERE x.message_id = ANY (v_stored)
+                                                GROUP BY q.name) s), '{}'::jsonb),
+                   'lateMs', coalesce(jsonb_agg(round((extract(epoch FROM v_ts - greatest(
+                                                           c.deliver_at, c.updated_at))
+                                                       * 1000)::numeric, 3))
+                                        FILTER (WHERE c.message_id = ANY (v_stored)),
+                                      '[]'::jsonb))
+          INTO v_out
+          FROM unnest(v_rows) c;
+    EXCEPTION
+        WHEN lock_not_available OR deadlock_detected THEN
+            RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
+                                      'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
+                                      'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch);
+        WHEN others THEN
+            -- Nothing of the batch happened. Whatever failed must not stop every timer
+            -- behind it: the oldest due timer waits (attempts + 1, backoff, the error in
+            -- last_error) and the others are tried again at once. A timer that keeps
+            -- failing ends up alone at the head, and waits up to a minute between tries.
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            UPDATE queen.timers t
+               SET attempts = t.attempts + 1,
+                   last_error = left('fire failed: ' || v_error, 2000),
+                   fire_at = clock_timestamp() + make_interval(secs => least(60, power(2, t.attempts))),
+                   updated_at = clock_timestamp()
+             WHERE (t.queue_id, t.timer_key) = (SELECT x.queue_id, x.timer_key FROM queen.timers x
+                                                 WHERE x.fire_at <= v_now ORDER BY x.fire_at
+                                                 LIMIT 1 FOR UPDATE SKIP LOCKED);
+            RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
+                                      'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
+                                      'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch,
+                                      'error', v_error);
+    END;
+
+    SELECT min(t.fire_at) INTO v_next FROM queen.timers t WHERE t.fire_at > v_now;
+    RETURN v_out || jsonb_build_object(
+        'more', v_claimed >= v_limit,
+        'nextInMs', CASE WHEN v_next IS NOT NULL
+                         THEN greatest(0, round((extract(epoch FROM v_next - clock_timestamp())
+                                                 * 1000)::numeric, 3)) END,
+        -- Due timers left that this call did not claim: another firer (or a reschedule
+        -- or cancel) holds them; look again soon, in case that transaction rolls back.
+        'retryInMs', CASE WHEN v_claimed < v_limit
+                               AND EXISTS (SELECT 1 FROM queen.timers t WHERE t.fire_at <= v_now)
+                          THEN 20 END,
+        'epoch', v_epoch);
+END;
+$$;
+
+-- Pending timers and recent fires, for /metrics and the dashboard: {pending, due (pending
+-- and past their next attempt), deferred (waiting after a failed attempt), fired and
+-- duplicates (last hour), late (fires more than 50 ms after their time, last hour),
+-- lateP50Ms / lateP99Ms / lateMaxMs (last hour)}.
+CREATE OR REPLACE FUNCTION queen.timers_stats_v1()
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object(
+        'pending', (SELECT count(*) FROM queen.timers),
+        'due', (SELECT count(*) FROM queen.timers WHERE fire_at <= now()),
+        'deferred', (SELECT count(*) FROM queen.timers WHERE attempts > 0),
+        'fired', count(*) FILTER (WHERE f.status = 'queued'),
+        'duplicates', count(*) FILTER (WHERE f.status = 'duplicate'),
+        'late', count(*) FILTER (WHERE l.ms > 50),
+        'lateP50Ms', round(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.ms)::numeric, 3),
+        'lateP99Ms', round(percentile_cont(0.99) WITHIN GROUP (ORDER BY l.ms)::numeric, 3),
+        'lateMaxMs', round(max(l.ms)::numeric, 3))
+      FROM queen.timer_fires f
+     CROSS JOIN LATERAL (
+            SELECT extract(epoch FROM f.fired_at - greatest(f.deliver_at, f.scheduled_at))
+                   * 1000 AS ms) l
+     WHERE f.fired_at > now() - interval '1 hour'
+$$;
+
+-- Retention of the fire log: rows older than `hours`, at most `limit` per call (one
+-- transaction each). Returns how many were deleted.
+CREATE OR REPLACE FUNCTION queen.timers_prune_fires_v1(p_hours integer, p_limit integer)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_deleted integer;
+BEGIN
+    DELETE FROM queen.timer_fires
+     WHERE id IN (SELECT id FROM queen.timer_fires
+                   WHERE fired_at < now() - make_interval(hours => p_hours)
+                   ORDER BY id LIMIT p_limit);
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    RETURN v_deleted;
+END;
+$$;
+
+-- The queues that have pending timers (the dashboard's Timers page, GET /metrics), the
+-- soonest first: [{queue, pending, due, deferred, nextAt}], at most p_limit of them.
+CREATE OR REPLACE FUNCTION queen.timers_queues_v1(p_limit integer)
+RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'queue', x.name, 'pending', x.pending, 'due', x.due, 'deferred', x.deferred,
+               'nextAt', queen._iso_us(x.next_at)) ORDER BY x.next_at, x.name), '[]'::jsonb)
+      FROM (SELECT q.name, count(*) AS pending,
+                   count(*) FILTER (WHERE t.fire_at <= now()) AS due,
+                   count(*) FILTER (WHERE t.attempts > 0) AS deferred,
+                   min(t.fire_at) AS next_at
+              FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
+             GROUP BY q.name
+             ORDER BY min(t.fire_at), q.name
+             LIMIT p_limit) x
+$$;
