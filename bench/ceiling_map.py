@@ -109,7 +109,7 @@ def skip_locked(batch: int) -> Ceiling:
         SKIP_LOCKED, SKIP_LOCKED, QUEUE_CONNECTIONS,
         f"psycopg2 {batch} rows FOR UPDATE SKIP LOCKED + UPDATE leased, commit, UPDATE done, "
         f"commit; {QUEUE_CONNECTIONS} connections",
-        "msg/s", "(c), (f)",
+        "msg/s", "(c), (f), (p) backlog",
     )  # fmt: skip
 
 
@@ -129,7 +129,7 @@ def planned(scenarios: Iterable[str], sizes: Sizes, workers: int) -> list[Ceilin
         http += [http_single(n, workers) for n in sizes.single_connections]
         db.append(insert_single(sizes.single_connections[0]))
         combined += [combined_single(n, workers) for n in sizes.single_connections]
-    if picked & {"c", "f"}:
+    if picked & {"c", "f", "p"}:
         db.append(skip_locked(sizes.pop_batch))
     return http + db + combined
 
@@ -141,6 +141,8 @@ def ceiling_key(letter: str, figure: str) -> str | None:
     if letter == "b" and figure.startswith("connections_"):
         return f"http_{figure.removeprefix('connections_')}c"
     if (letter, figure) in (("c", "msg_per_s"), ("f", "deliveries_per_s")):
+        return SKIP_LOCKED
+    if letter == "p" and figure.startswith("backlog_") and figure.endswith("_msg_per_s"):
         return SKIP_LOCKED
     return None
 

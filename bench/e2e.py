@@ -59,9 +59,14 @@ def passes(stats: dict[str, Any], rate: float, limit_ms: float) -> bool:
 
 def render_pushes(ctx: Context, queue: str, partition: str, count: int) -> list[tuple[str, bytes]]:
     """Single-message pushes, rendered before the window (the load generator stays light)."""
+    return render_pushes_to(ctx, queue, [partition] * count)
+
+
+def render_pushes_to(ctx: Context, queue: str, partitions: list[str]) -> list[tuple[str, bytes]]:
+    """One single-message push per entry of `partitions` (to that partition), in order."""
     render = Connection(ctx.endpoint).render
     out = []
-    for seq in range(count):
+    for seq, partition in enumerate(partitions):
         items = ctx.items(queue, partition, seq, 1)
         body = orjson.dumps({"items": items})
         out.append((items[0]["transactionId"], render("POST", "/api/v1/push", body)))

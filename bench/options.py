@@ -6,11 +6,13 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "r", "s", "t", "u", "w",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "p", "r", "s", "t", "u",
+    "w",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
-# (s) needs the official client (the streaming SDK, a test extra); (w) retry lateness.
+# (p) (pop autopilot) about eight minutes a run; (s) needs the official client (the
+# streaming SDK, a test extra); (w) retry lateness.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -78,6 +80,18 @@ class Sizes:
     due_queues: int = 10  # (w): queues, one consumer each
     due_rounds: int = 50  # (w): failed acks (retries) per queue
     due_delay_ms: int = 200  # (w): retryDelay
+    autopilot_messages: int = 100_000  # (p) backlog: prefilled messages
+    autopilot_partitions: int = 100  # (p) backlog: over this many partitions
+    autopilot_consumers: int = 4  # (p): consumers of both phases
+    autopilot_drain_limit_s: float = 45.0  # (p) backlog: a slower drain stops here
+    # (p): the fixed (batch, partitions) settings beside the autopilot and the defaults (1, 1)
+    autopilot_fixed: tuple[tuple[int, int], ...] = ((100, 1), (1000, 1), (100, 10), (1000, 10))
+    autopilot_only: tuple[str, ...] = ()  # (p): these configurations and phases (empty: all)
+    trickle_rate: float = 500.0  # (p) trickle: msg/s, single-message pushes
+    trickle_duration_s: float = 20.0  # (p) trickle: production time per configuration
+    trickle_settle_s: float = 15.0  # (p) trickle: the consumers' time to catch up after it
+    trickle_partitions: int = 20  # (p) trickle: push k goes to partition k mod n
+    trickle_producers: int = 5  # (p) trickle: producers, each on its own clock
 
 
 FULL = Sizes()
@@ -107,6 +121,10 @@ QUICK = Sizes(
     eph_messages=5_000,
     due_queues=4,
     due_rounds=10,
+    autopilot_messages=10_000,
+    autopilot_drain_limit_s=8.0,
+    trickle_duration_s=5.0,
+    trickle_settle_s=5.0,
 )
 
 
@@ -152,6 +170,10 @@ def _profile(text: str) -> tuple[str, ...]:
     return _scenarios(text) if text else ()
 
 
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
+
+
 def _env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key or not key.replace("_", "").isalnum():
@@ -180,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
             "Benchmark queen-threads: scenarios (a)-(f) of issue 6, (g) end-to-end latency,"
             " (h) idle long polls on one hot queue, (i) auth off/on, (j) the dashboard's chart"
             " queries over a week of analytics, (k) stream window latency, (l) idle stream"
-            " polls, (r) retry redelivery lateness, (t) timer fire lateness; each throughput"
-            " figure beside its in-run ceiling (docs/benchmarks.md)."
+            " polls, (p) pop autopilot against fixed settings, (t) timer fire lateness, (w) retry"
+            " redelivery lateness; each throughput figure beside its in-run ceiling"
+            " (docs/benchmarks.md)."
         ),
     )
     target = p.add_mutually_exclusive_group()
@@ -196,10 +219,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,r,s,t,u,w (default: all but i, which"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,p,r,s,t,u,w (default: all but i, which"
         " starts a second server, j, which fills the database with a week of analytics, the"
-        " streams scenarios k and l, m, key/value and locks, r, reads by offset, s, the"
-        " streaming SDK, t, timers, u, ephemeral queues, and w, retry redelivery lateness)",
+        " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's comparison,"
+        " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, and w,"
+        " retry redelivery lateness)",
     )
     p.add_argument(
         "--ceilings",
@@ -227,6 +251,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timer-count", type=_positive_int, help="(t): timers (10000, quick 1000)")
     p.add_argument(
         "--timer-spread", type=_positive_float, help="(t): due within this many s (60, quick 10)"
+    )
+    p.add_argument(
+        "--backlog-messages", type=_positive_int, help="(p): the backlog's messages (100,000)"
+    )
+    p.add_argument(
+        "--trickle-duration", type=_positive_float, help="(p): the trickle's window, s (20)"
+    )
+    p.add_argument(
+        "--autopilot-only",
+        type=_names,
+        help="(p): only these phases (backlog, trickle) and/or configurations (autopilot,"
+        " defaults, b100_p1, b1000_p1, b100_p10, b1000_p10), comma list (default: all)",
     )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
@@ -290,6 +326,9 @@ def parse_args(argv: list[str]) -> Options:
         ("e2e_duration", "e2e_duration_s"),
         ("timer_count", "timer_count"),
         ("timer_spread", "timer_spread_s"),
+        ("backlog_messages", "autopilot_messages"),
+        ("trickle_duration", "trickle_duration_s"),
+        ("autopilot_only", "autopilot_only"),
     ):
         value = getattr(ns, flag)
         if value is not None:

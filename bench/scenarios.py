@@ -1,14 +1,15 @@
 """The scenarios of issue 6, by letter, with (g) (issue 16), (h) and (i) (issue 12), and
 (j) the dashboard's chart queries (issue 13), (k) and (l) streams (docs/streams.md), (m)
-key/value and locks (docs/kv.md), (s) the official client's streaming SDK (docs/streams.md),
-(t) timers (docs/timers.md), (r) reads by offset (docs/reads.md) and (u) ephemeral against
-durable queues (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due
-times")."""
+key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (issue 24),
+(r) reads by offset (docs/reads.md), (s) the official client's streaming SDK
+(docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
+(docs/ephemeral.md) and (w) retry redelivery lateness (docs/architecture.md, "Due times")."""
 
 from __future__ import annotations
 
 from bench import (
     analytics,
+    autopilot,
     consume,
     due,
     e2e,
@@ -56,6 +57,12 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("m", "key/value and locks", kv.kv_figures, kv.key_value),
         Scenario("s", "streaming SDK pipeline vs raw pop + ack", sdk.sdk_figures, sdk.sdk_pipeline),
         Scenario("w", "retry redelivery lateness", due.due_figures, due.retry_lateness),
+        Scenario(
+            "p",
+            "pop autopilot against fixed settings",
+            autopilot.autopilot_figures,
+            autopilot.autopilot_vs_fixed,
+        ),
         Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
         Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
         Scenario(

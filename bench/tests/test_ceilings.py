@@ -65,7 +65,9 @@ def test_ceilings_table() -> None:
     assert lines[0] == "| ceiling | what | measured | unit | bounds |"
     assert lines[2].startswith("| insert_batch_4c | psycopg2 INSERT ... SELECT FROM jsonb_array")
     assert lines[2].endswith("| 65,432 | msg/s | (a) 4 clients |")
-    assert lines[3].endswith("| FAILED | msg/s | (c), (f) (RuntimeError: no database URL) |")
+    assert lines[3].endswith(
+        "| FAILED | msg/s | (c), (f), (p) backlog (RuntimeError: no database URL) |"
+    )
 
 
 def test_result_as_dict_for_the_json() -> None:
