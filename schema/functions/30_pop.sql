@@ -167,10 +167,12 @@ BEGIN
             IF v_ready IS NULL AND (v_ap_batch OR v_ap_parts) THEN
                 v_ready := v_total;
                 v_lag := v_lag_now;
-                SELECT count(DISTINCT pc.lease_id)::integer INTO v_active
-                  FROM queen.partition_consumers pc
-                 WHERE pc.partition_id = ANY (v_parts) AND pc.consumer_group = v_group
-                   AND pc.lease_expires_at > v_now;
+                IF v_ap_parts AND v_lag > interval '1 second' THEN  -- shares count only then
+                    SELECT count(DISTINCT pc.lease_id)::integer INTO v_active
+                      FROM queen.partition_consumers pc
+                     WHERE pc.partition_id = ANY (v_parts) AND pc.consumer_group = v_group
+                       AND pc.lease_expires_at > v_now;
+                END IF;
                 SELECT a.partitions, a.batch INTO v_max_parts, v_budget
                   FROM queen._autopilot(v_ready, v_active, v_lag,
                                         CASE WHEN v_ap_parts THEN NULL ELSE v_max_parts END,

@@ -67,7 +67,9 @@ def test_autopilot_shares_the_ready_partitions_with_the_consumers_at_work(
     [
         (100, 0, 10, None, None, (16, 1000)),  # a lone consumer on a backlog: the cap
         (100, 3, 10, None, None, (16, 1000)),  # ceil(100 / 4) = 25, capped at 16
-        (6, 1, 0.1, None, None, (3, 300)),  # keeping up: 100 per partition of the sweep
+        (6, 1, 0.1, None, None, (6, 600)),  # keeping up: every ready one, 100 per partition
+        (40, 3, 0.1, None, None, (16, 1000)),  # keeping up: every ready one up to 16
+        (6, 1, 5, None, None, (3, 1000)),  # a backlog: the share of ceil(6 / 2)
         (0, 0, None, None, None, (1, 100)),  # nothing ready
         (40, 1, 0.2, 1, None, (1, 100)),  # a pinned sweep width stays
         (40, 1, 5, None, 7, (16, 7)),  # a pinned batch stays
