@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.common import Context, Figure, RunResult, expect
+from bench.common import Figure, expect
 from bench.consume import EMPTY_POP_SLEEP_S, Tally, ack_messages
 from bench.e2e_flow import Books
 from bench.httpclient import Connection
@@ -185,21 +185,3 @@ async def consume(
         tally.acks += 1
         tally.add(messages)
         got.created_acked.extend((m["createdAt"], acked) for m in messages)
-
-
-async def autopilot_vs_fixed(ctx: Context, run: int) -> RunResult:
-    from bench.autopilot_backlog import backlog
-    from bench.autopilot_trickle import trickle
-
-    result = RunResult()
-    measures = {"backlog": backlog, "trickle": trickle}
-    for phase in phases(ctx.sizes):
-        measure = measures[phase]
-        for config in turned(configs(ctx.sizes), run):
-            figures, cpu, extra = await measure(ctx, run, config)
-            for metric, value in figures.items():
-                key = figure_key(phase, config.name, metric)
-                result.figures[key] = value
-                result.cpu[key] = cpu
-            result.extra[f"{phase}_{config.name}"] = extra
-    return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bench import (
     analytics,
     autopilot,
+    autopilot_run,
     consume,
     due,
     e2e,
@@ -61,7 +62,7 @@ SCENARIOS: dict[str, Scenario] = {
             "p",
             "pop autopilot against fixed settings",
             autopilot.autopilot_figures,
-            autopilot.autopilot_vs_fixed,
+            autopilot_run.autopilot_vs_fixed,
         ),
         Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
         Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
