@@ -1,4 +1,8 @@
-"""create_app(): routes, middleware and error handlers around a Runtime."""
+"""create_app(): routes, middleware and error handlers around a Runtime.
+
+`route_table` is the one place the app's routes come together: each capability hands its
+rows (http/routes.py), and routing, the access check and the query-parameter rule are
+all built from them."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.middleware import RequestContext
+from queen_threads.http.routes import API, PEER, RO, RW, RouteTable, route
 from queen_threads.reads import routes as reads
 from queen_threads.resources import (
     admin,
@@ -16,6 +21,7 @@ from queen_threads.resources import (
     dashboard,
     kv,
     maintenance,
+    pop,
     status,
     streams,
     streams_sdk,
@@ -26,45 +32,57 @@ from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
 from queen_threads.resources.metrics import Metrics, PrometheusMetrics
 from queen_threads.resources.peers import Notify
-from queen_threads.resources.pop import Pop
 from queen_threads.resources.push import Push
 from queen_threads.resources.queues import Configure
 from queen_threads.resources.transaction import Transaction
 from queen_threads.runtime import Runtime
 
-API = "/api/v1"
+
+def route_table(runtime: Runtime) -> RouteTable:
+    """Every route of the app, each declared once."""
+    popper = pop.Pop(runtime)
+    return RouteTable([
+        # operations (public through the default JWT_SKIP_PATHS)
+        route("/health", Health(runtime), GET=RO),
+        route("/metrics", Metrics(runtime), GET=RO),
+        route("/metrics/prometheus", PrometheusMetrics(runtime), GET=RO),
+        # producing and consuming
+        route(f"{API}/configure", Configure(runtime), POST=RW),
+        route(f"{API}/push", Push(runtime), POST=RW),
+        route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", popper, GET=(RW, pop.PARAMS)),
+        route(f"{API}/pop/queue/{{queue}}", popper, GET=(RW, pop.PARAMS)),
+        route(f"{API}/pop", popper, GET=(RW, pop.PARAMS)),
+        route(f"{API}/ack", Ack(runtime), POST=RW),
+        route(f"{API}/ack/batch", AckBatch(runtime), POST=RW),
+        route(f"{API}/transaction", Transaction(runtime), POST=RW),
+        route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime), POST=RW),
+        # between instances
+        route("/internal/api/notify", Notify(runtime), POST=PEER),
+        *admin.routes(runtime),
+        *maintenance.routes(runtime),
+        *status.routes(runtime.admin),
+        *streams.routes(runtime),
+        *streams_sdk.routes(runtime),
+        *kv.routes(runtime),
+        *timers.routes(runtime),
+        *reads.routes(runtime),
+        *ephemeral.routes(runtime),
+        *analytics.routes(runtime.analytics, runtime.admin),
+        *dashboard.routes(runtime.settings),
+    ])  # fmt: skip
 
 
-def create_app(runtime: Runtime) -> falcon.App:
+def create_app(runtime: Runtime, routes: RouteTable | None = None) -> falcon.App:
+    table = routes or route_table(runtime)
     context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
-    middleware = (context, Authentication(runtime.auth), ReportIgnoredParameters(runtime.ignored))
+    middleware = (
+        context,
+        Authentication(runtime.auth, table),
+        ReportIgnoredParameters(runtime.ignored, table),
+    )
     app = falcon.App(middleware=middleware, cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True
     errors.install(app)
-    app.add_route("/health", Health(runtime))
-    app.add_route("/metrics", Metrics(runtime))
-    app.add_route("/metrics/prometheus", PrometheusMetrics(runtime))
-    app.add_route(f"{API}/configure", Configure(runtime))
-    app.add_route(f"{API}/push", Push(runtime))
-    pop = Pop(runtime)
-    app.add_route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", pop)
-    app.add_route(f"{API}/pop/queue/{{queue}}", pop)
-    app.add_route(f"{API}/pop", pop)
-    app.add_route(f"{API}/ack", Ack(runtime))
-    app.add_route(f"{API}/ack/batch", AckBatch(runtime))
-    app.add_route(f"{API}/transaction", Transaction(runtime))
-    app.add_route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime))
-    app.add_route("/internal/api/notify", Notify(runtime))
-    admin.register(app, runtime, API)
-    maintenance.register(app, runtime, API)
-    status.register(app, runtime, API)
-    streams.register(app, runtime, API)
-    streams_sdk.register(app, runtime)
-    kv.register(app, runtime, API)
-    timers.register(app, runtime, API)
-    reads.register(app, runtime, API)
-    ephemeral.register(app, runtime, API)
-    analytics.register(app, runtime.analytics, runtime.admin, API)
-    dashboard.register(app, runtime.settings)
+    table.install(app)
     return app

@@ -1,7 +1,7 @@
 """Authentication: JWT verification (PyJWT), the three roles, the JWKS cache.
 
 No HTTP here: the falcon middleware and the route table are in `http/auth.py` and
-`http/access.py`; the runtime builds one `Authenticator` per worker process.
+`http/routes.py`; the runtime builds one `Authenticator` per worker process.
 """
 
 from queen_threads.auth.authenticator import Authenticator, bearer_token

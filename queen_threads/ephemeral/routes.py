@@ -8,6 +8,7 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.ephemeral import body
 from queen_threads.http.request import bool_param, int_param, json_object, media, str_param
+from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
 from queen_threads.runtime import Runtime
 
 
@@ -83,13 +84,19 @@ class Queue(_Route):
         media(resp, self.queues.delete(v.name(queue, "queue")))
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    base = f"{api}/ephemeral"
-    app.add_route(f"{base}/configure", Configure(runtime))
-    app.add_route(f"{base}/reset", Reset(runtime))
-    app.add_route(f"{base}/push", Push(runtime))
-    app.add_route(f"{base}/pop", Pop(runtime))
-    app.add_route(f"{base}/ack", Ack(runtime))
-    app.add_route(f"{base}/queues", Queues(runtime))
-    app.add_route(f"{base}/queues/{{queue}}/depth", Depth(runtime))
-    app.add_route(f"{base}/queue/{{queue}}", Queue(runtime))
+POP_PARAMS = ("queue", "partition", "batch", "wait", "timeout", "group", "autoAck")
+
+
+def routes(runtime: Runtime) -> list[Route]:
+    """Gauges read-only, deleting a queue (and its configuration) admin."""
+    base = f"{API}/ephemeral"
+    return [
+        route(f"{base}/configure", Configure(runtime), POST=RW),
+        route(f"{base}/reset", Reset(runtime), POST=RW),
+        route(f"{base}/push", Push(runtime), POST=RW),
+        route(f"{base}/pop", Pop(runtime), GET=(RW, POP_PARAMS)),
+        route(f"{base}/ack", Ack(runtime), POST=RW),
+        route(f"{base}/queues", Queues(runtime), GET=RO),
+        route(f"{base}/queues/{{queue}}/depth", Depth(runtime), GET=RO),
+        route(f"{base}/queue/{{queue}}", Queue(runtime), DELETE=ADMIN),
+    ]

@@ -1,7 +1,7 @@
 """The authentication middleware: every routed request passes here before its responder.
 
 With JWT_ENABLED off it does nothing. On, a request to a path outside JWT_SKIP_PATHS
-needs a token whose role reaches the route's row in `http/access.py`: no token 401
+needs a token whose role reaches the route's row (`http/routes.py`): no token 401
 `Authentication required`, a token that does not verify 401 with the reason, too low a
 role 403 `Insufficient permissions`. Failures are counted (Authenticator) and logged
 with the method, path and reason, never the token. A long poll is checked here, when it
@@ -17,7 +17,7 @@ import falcon
 
 from queen_threads.auth import Authenticator, Identity
 from queen_threads.errors import AuthenticationFailed, Forbidden
-from queen_threads.http.access import Rule, required
+from queen_threads.http.routes import RouteTable, Rule
 
 log = logging.getLogger("queen_threads.auth")
 
@@ -30,8 +30,9 @@ def producer_sub(req: falcon.Request) -> str | None:
 
 
 class Authentication:
-    def __init__(self, authenticator: Authenticator) -> None:
+    def __init__(self, authenticator: Authenticator, routes: RouteTable) -> None:
         self.auth = authenticator
+        self.routes = routes
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
@@ -39,7 +40,7 @@ class Authentication:
         auth = self.auth
         if not auth.enabled or auth.skips(req.path):
             return
-        needed = required(req.method, req.uri_template or "", resource)
+        needed = self.routes.access(req.method, req.uri_template or "", resource)
         if isinstance(needed, Rule):  # the peer secret (checked by the route), or public
             return
         extra = {"request_id": getattr(req.context, "request_id", None)}

@@ -9,7 +9,7 @@ reported three ways: the answer's `Queen-Ignored-Parameters` header names it (`q
 process meets a (route, name) pair it logs one line. A *known* parameter with a bad value
 is still a 400.
 
-A route's known query parameters are its row in `http/query_params.py`; a resource that
+A route's known query parameters are in its row (`http/routes.py`); a resource that
 knows its body's fields passes them to `http/request.json_object(known=...)`.
 """
 
@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import falcon
 
-from queen_threads.http.query_params import allowed
+from queen_threads.http.routes import RouteTable
 from queen_threads.metrics.ignored import IgnoredParameters
 
 HEADER = "Queen-Ignored-Parameters"
@@ -38,15 +38,16 @@ class ReportIgnoredParameters:
     """Middleware: finds the query parameters the route does not take, and after the
     responder names every ignored parameter (query or body) in the header and counts it."""
 
-    def __init__(self, ignored: IgnoredParameters) -> None:
+    def __init__(self, ignored: IgnoredParameters, routes: RouteTable) -> None:
         self.ignored = ignored
+        self.routes = routes
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: Any, params: dict[str, Any]
     ) -> None:
         if resource is None or not req.params:
             return
-        known = allowed(req.method, req.uri_template or "", resource)
+        known = self.routes.params(req.method, req.uri_template or "", resource)
         if known is not None:
             note(req, "query", sorted(name for name in req.params if name not in known))
 

@@ -16,6 +16,10 @@ MAX_LIMIT = 1000
 MAX_OFFSET = 2**31 - 1
 MAX_TRANSACTION_ID = 1024
 FALSE_VALUES = ("false", "0")
+# The query parameters the parsers below read, for the rows of the routes that use them.
+PAGE = frozenset({"limit", "offset"})
+TIME_RANGE = frozenset({"from", "to"})
+CHART = TIME_RANGE | {"interval"}
 TRUE_VALUES = ("true", "1")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads.http.request import json_object, media
+from queen_threads.http.routes import API, RO, Route, route
 from queen_threads.reads.body import changed_body, fetch_body
 from queen_threads.runtime import Runtime
 
@@ -36,6 +37,9 @@ class Changed:
         media(resp, self.runtime.reads.changed(body))
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    app.add_route(f"{api}/fetch", Fetch(runtime))
-    app.add_route(f"{api}/partitions/changed", Changed(runtime))
+def routes(runtime: Runtime) -> list[Route]:
+    """They change nothing: read-only."""
+    return [
+        route(f"{API}/fetch", Fetch(runtime), POST=RO),
+        route(f"{API}/partitions/changed", Changed(runtime), POST=RO),
+    ]

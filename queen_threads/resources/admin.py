@@ -1,46 +1,60 @@
 """Routes for administration and dashboards (DLQ, messages, consumer groups, traces,
 resource listings, clearing a queue, refreshing statistics). Each route family lives in its
-own module; they register here. Their shared parameter parsing is in
+own module; their rows are here. Their shared parameter parsing is in
 `queen_threads/http/params.py`."""
 
 from __future__ import annotations
 
-import falcon
-
+from queen_threads.http.params import PAGE
+from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
 from queen_threads.resources import clear, consumer_groups, dlq, listings, messages, stats, traces
 from queen_threads.runtime import Runtime
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    """Add the administration routes under `api` (e.g. /api/v1)."""
+def routes(runtime: Runtime) -> list[Route]:
+    """The administration routes."""
     store = runtime.admin
     body_limit = runtime.settings.max_body_size
     seek = consumer_groups.Seek(store, body_limit)
-    routes: list[tuple[str, object]] = [
-        ("/dlq", dlq.DeadLetters(store)),
-        ("/dlq/requeue", dlq.Requeue(store, body_limit)),
-        ("/messages", messages.MessageList(store)),
-        ("/messages/{partitionId}/{transactionId}", messages.Message(store)),
-        ("/messages/{partitionId}/{transactionId}/retry", messages.Retry(store, body_limit)),
-        ("/messages/{partitionId}/{transactionId}/dlq", messages.MoveToDeadLetter(runtime)),
-        ("/consumer-groups", consumer_groups.ConsumerGroups(store)),
-        ("/consumer-groups/lagging", consumer_groups.Lagging(store)),
-        ("/consumer-groups/{group}", consumer_groups.ConsumerGroup(store)),
-        ("/consumer-groups/{group}/subscription", consumer_groups.Subscription(store, body_limit)),
-        ("/consumer-groups/{group}/queues/{queue}", consumer_groups.GroupQueue(store)),
-        ("/consumer-groups/{group}/queues/{queue}/seek", seek),
-        ("/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek", seek),
-        ("/stats/refresh", stats.StatsRefresh(store, body_limit)),
-        ("/traces", traces.Traces(store, body_limit)),
-        ("/traces/names", traces.TraceNames(store)),
-        ("/traces/by-name/{name}", traces.TracesByName(store)),
-        ("/traces/{partitionId}/{transactionId}", traces.MessageTraces(store)),
-        ("/resources/queues", listings.Queues(store)),
-        ("/resources/queues/{queue}", listings.Queue(store, runtime)),
-        ("/resources/partitions", listings.Partitions(store)),
-        ("/resources/namespaces", listings.Namespaces(store)),
-        ("/resources/tasks", listings.Tasks(store)),
-        ("/queues/{queue}/clear", clear.ClearQueue(store)),
-    ]
-    for path, resource in routes:
-        app.add_route(f"{api}{path}", resource)
+    group_delete = {"deleteMetadata"}
+    return [
+        route(f"{API}/dlq", dlq.DeadLetters(store), GET=(RO, dlq.PARAMS)),
+        route(f"{API}/dlq/requeue", dlq.Requeue(store, body_limit), POST=RW),
+        route(f"{API}/messages", messages.MessageList(store), GET=(RO, messages.PARAMS)),
+        route(f"{API}/messages/{{partitionId}}/{{transactionId}}", messages.Message(store),
+              GET=RO, DELETE=RW),
+        route(f"{API}/messages/{{partitionId}}/{{transactionId}}/retry",
+              messages.Retry(store, body_limit), POST=RW),
+        route(f"{API}/messages/{{partitionId}}/{{transactionId}}/dlq",
+              messages.MoveToDeadLetter(runtime), POST=RW),
+        # consumer groups: reading is read-only, deleting is admin, the rest read-write
+        route(f"{API}/consumer-groups", consumer_groups.ConsumerGroups(store), GET=RO),
+        route(f"{API}/consumer-groups/lagging", consumer_groups.Lagging(store),
+              GET=(RO, {"minLagSeconds"})),
+        route(f"{API}/consumer-groups/{{group}}", consumer_groups.ConsumerGroup(store),
+              GET=RO, DELETE=(ADMIN, group_delete)),
+        route(f"{API}/consumer-groups/{{group}}/subscription",
+              consumer_groups.Subscription(store, body_limit), POST=RW),
+        route(f"{API}/consumer-groups/{{group}}/queues/{{queue}}",
+              consumer_groups.GroupQueue(store), DELETE=(ADMIN, group_delete)),
+        route(f"{API}/consumer-groups/{{group}}/queues/{{queue}}/seek", seek, POST=RW),
+        route(f"{API}/consumer-groups/{{group}}/queues/{{queue}}/partitions/{{partition}}/seek",
+              seek, POST=RW),
+        route(f"{API}/stats/refresh", stats.StatsRefresh(store, body_limit), POST=ADMIN),
+        # traces
+        route(f"{API}/traces", traces.Traces(store, body_limit), POST=RW),
+        route(f"{API}/traces/names", traces.TraceNames(store), GET=(RO, PAGE)),
+        route(f"{API}/traces/by-name/{{name}}", traces.TracesByName(store), GET=(RO, PAGE)),
+        route(f"{API}/traces/{{partitionId}}/{{transactionId}}", traces.MessageTraces(store),
+              GET=RO),
+        # resource listings
+        route(f"{API}/resources/queues", listings.Queues(store), GET=RO),
+        route(f"{API}/resources/queues/{{queue}}", listings.Queue(store, runtime),
+              GET=RO, DELETE=ADMIN),
+        route(f"{API}/resources/partitions", listings.Partitions(store),
+              GET=(RO, PAGE | {"queue", "namespace", "task"})),
+        route(f"{API}/resources/namespaces", listings.Namespaces(store), GET=RO),
+        route(f"{API}/resources/tasks", listings.Tasks(store), GET=RO),
+        route(f"{API}/queues/{{queue}}/clear", clear.ClearQueue(store),
+              DELETE=(ADMIN, {"partition"})),
+    ]  # fmt: skip

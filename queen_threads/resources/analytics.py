@@ -19,8 +19,9 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import window
-from queen_threads.http.params import name_param, page, scope_filters
+from queen_threads.http.params import CHART, PAGE, name_param, page, scope_filters
 from queen_threads.http.request import media, str_param
+from queen_threads.http.routes import API, RO, Route, route
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.analytics_store import AnalyticsStore
 
@@ -128,17 +129,20 @@ class QueueMessages:
         media(resp, {"queue": name, **body})
 
 
-def register(app: falcon.App, store: AnalyticsStore, admin: AdminStore, api: str) -> None:
-    routes: list[tuple[str, object]] = [
-        ("/status/analytics", StatusAnalytics(store)),
-        ("/status/queues/{queue}/messages", QueueMessages(admin, store)),
-        ("/analytics/queue-ops", QueueOps(store)),
-        ("/analytics/queue-lag", QueueLag(store)),
-        ("/analytics/queue-parked-replicas", ParkedReplicas()),
-        ("/analytics/retention", Retention(store)),
-        ("/analytics/system-metrics", SystemMetrics(store)),
-        ("/analytics/worker-metrics", WorkerMetrics(store)),
-        ("/analytics/postgres-stats", PostgresStats(store)),
-    ]
-    for path, resource in routes:
-        app.add_route(f"{api}{path}", resource)
+def routes(store: AnalyticsStore, admin: AdminStore) -> list[Route]:
+    """The dashboard's charts."""
+    queue = CHART | {"queue"}
+    process = CHART | {"hostname", "workerId"}
+    return [
+        route(f"{API}/status/analytics", StatusAnalytics(store),
+              GET=(RO, CHART | {"queue", "namespace", "task"})),
+        route(f"{API}/status/queues/{{queue}}/messages", QueueMessages(admin, store),
+              GET=(RO, PAGE)),
+        route(f"{API}/analytics/queue-ops", QueueOps(store), GET=(RO, queue)),
+        route(f"{API}/analytics/queue-lag", QueueLag(store), GET=(RO, queue)),
+        route(f"{API}/analytics/queue-parked-replicas", ParkedReplicas(), GET=(RO, queue)),
+        route(f"{API}/analytics/retention", Retention(store), GET=(RO, queue)),
+        route(f"{API}/analytics/system-metrics", SystemMetrics(store), GET=(RO, process)),
+        route(f"{API}/analytics/worker-metrics", WorkerMetrics(store), GET=(RO, process)),
+        route(f"{API}/analytics/postgres-stats", PostgresStats(store), GET=RO),
+    ]  # fmt: skip

@@ -2,7 +2,7 @@
 place. The queue keeps its options, partitions, consumer groups and subscriptions; the
 messages go with their DLQ rows and traces, and the cursors on the cleared partitions
 lose their leases and batches (queen.clear_queue_v1), so no consumer is left waiting for
-a lease on messages that are gone. Admin only (http/access.py)."""
+a lease on messages that are gone. Admin only (its row)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The dashboard: `index.html` at every page path (`/`, `/queues`, ... : http/webapp.py
 PAGES) and its files at `/assets/...`, from queen_threads/webapp/ or WEBAPP_ROOT.
 
-Both are public (http/access.py, Rule.PUBLIC): they hold no data, and the page asks for a
+Both are public (Rule.PUBLIC in their rows): they hold no data, and the page asks for a
 token itself when an API call answers 401. Conditional GETs (`If-None-Match`) get 304.
 """
 
@@ -12,6 +12,7 @@ from pathlib import Path
 import falcon
 
 from queen_threads.errors import NotFound
+from queen_threads.http.routes import PUBLIC, Route, route
 from queen_threads.http.webapp import (
     ASSETS_ROUTE,
     PACKAGED_ROOT,
@@ -63,9 +64,11 @@ class Asset:
         reply(req, resp, file)
 
 
-def register(app: falcon.App, settings: Settings) -> None:
+def routes(settings: Settings) -> list[Route]:
+    """Public: a page's URL carries its filters and selection."""
     webapp = Webapp(Path(settings.webapp_root) if settings.webapp_root else PACKAGED_ROOT)
     page = Page(webapp)
-    for path in PAGES:
-        app.add_route(path, page)
-    app.add_route(ASSETS_ROUTE, Asset(webapp))
+    return [
+        *(route(path, page, GET=(PUBLIC, params)) for path, params in PAGES.items()),
+        route(ASSETS_ROUTE, Asset(webapp), GET=PUBLIC),
+    ]

@@ -12,7 +12,7 @@ import falcon
 
 from queen_threads.errors import ValidationError
 from queen_threads.http.connection import client_gone
-from queen_threads.http.params import name_param, page, time_range
+from queen_threads.http.params import PAGE, TIME_RANGE, name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
 from queen_threads.http.requeue_body import KEYS, requeue_plan
 from queen_threads.queue.admin_store import AdminStore
@@ -20,6 +20,7 @@ from queen_threads.queue.dlq_requeue import DlqRequeuer
 
 DEFAULT_LIMIT = 100
 MAX_ERROR_FILTER = 1000
+PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}
 
 
 def error_filter(req: falcon.Request) -> str | None:

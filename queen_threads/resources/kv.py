@@ -17,6 +17,7 @@ from typing import Any
 import falcon
 
 from queen_threads.http.request import int_param, json_object, media
+from queen_threads.http.routes import API, RO, RW, Route, route
 from queen_threads.kv import lock_ops, ops
 from queen_threads.runtime import Runtime
 
@@ -78,8 +79,11 @@ class Locks:
         media(resp, {"results": self.runtime.kv.locks(batch) if batch else []})
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    """Add the key/value and locks routes under `api` (e.g. /api/v1)."""
-    app.add_route(f"{api}/kv", KvBatch(runtime))
-    app.add_route(f"{api}/kv/{{ns}}/{{key:path}}", KvKey(runtime))
-    app.add_route(f"{api}/locks", Locks(runtime))
+def routes(runtime: Runtime) -> list[Route]:
+    """The batch routes write (reads go through them too)."""
+    return [
+        route(f"{API}/kv", KvBatch(runtime), POST=RW),
+        route(f"{API}/kv/{{ns}}/{{key:path}}", KvKey(runtime),
+              GET=RO, PUT=RW, DELETE=(RW, {"expect"})),
+        route(f"{API}/locks", Locks(runtime), POST=RW),
+    ]  # fmt: skip

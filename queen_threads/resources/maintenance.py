@@ -18,6 +18,7 @@ import falcon
 from queen_threads.background.maintenance import POP_KEY, PUSH_KEY
 from queen_threads.errors import ValidationError
 from queen_threads.http.request import json_object, media
+from queen_threads.http.routes import ADMIN, API, RO, Route, route
 from queen_threads.runtime import Runtime
 
 
@@ -96,7 +97,9 @@ class BufferStatus:
         media(resp, self.runtime.buffer.status())
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    app.add_route(f"{api}/system/maintenance", PushMaintenance(runtime))
-    app.add_route(f"{api}/system/maintenance/pop", PopMaintenance(runtime))
-    app.add_route(f"{api}/status/buffers", BufferStatus(runtime))
+def routes(runtime: Runtime) -> list[Route]:
+    return [
+        route(f"{API}/system/maintenance", PushMaintenance(runtime), GET=ADMIN, POST=ADMIN),
+        route(f"{API}/system/maintenance/pop", PopMaintenance(runtime), GET=ADMIN, POST=ADMIN),
+        route(f"{API}/status/buffers", BufferStatus(runtime), GET=RO),
+    ]

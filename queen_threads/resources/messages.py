@@ -13,12 +13,13 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.errors import NotFound, ValidationError
-from queen_threads.http.params import message_key, name_param, page, time_range
+from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.runtime import Runtime
 
 DEFAULT_LIMIT = 200
+PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}
 MANUAL_DLQ_ERROR = "Moved to the dead-letter queue by an administrator"
 # Queue mode's view of a message, as queen._message_states (80_admin.sql) names it.
 STATUSES = ("pending", "processing", "completed", "dead_letter")

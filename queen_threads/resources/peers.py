@@ -2,7 +2,7 @@
 
 With `QUEEN_PEER_SECRET` set, the request must carry it in `X-Queen-Peer-Secret`:
 without it the answer is 401, with a wrong one 403; either is counted and wakes nothing.
-A user's token never opens this route (http/access.py); with JWT_ENABLED and no peer
+A user's token never opens this route (Rule.PEER in its row); with JWT_ENABLED and no peer
 secret every notification is refused (403).
 """
 

@@ -36,6 +36,16 @@ log = logging.getLogger("queen_threads.pop")
 MAX_BATCH = 10_000
 MAX_PARTITIONS = 100
 MAX_LEASE_SECONDS = MAX_EXTEND_SECONDS  # a week, as a lease extension
+# Every option the official client has. Two are accepted without changing the answer, as
+# the client sends them and the route has nothing to apply them to (docs/api.md):
+# `namespace`/`task` on the two queue routes (the queue fixes them) and `partitions` on
+# the one-partition route.
+PARAMS = frozenset({
+    "batch", "wait", "timeout", "consumerGroup", "autoAck", "partitions",
+    "subscriptionMode", "subscriptionFrom", "namespace", "task",
+    # queen-mq 2.6.0
+    "autopilot", "leaseSeconds", "conflation",
+})  # fmt: skip
 
 
 def absent(req: falcon.Request, name: str) -> bool:

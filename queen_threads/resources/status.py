@@ -23,9 +23,10 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import default_range
-from queen_threads.http.params import iso_z, name_param, page, scope_filters
+from queen_threads.http.params import PAGE, TIME_RANGE, iso_z, name_param, page, scope_filters
 from queen_threads.http.request import media
-from queen_threads.runtime import Runtime
+from queen_threads.http.routes import API, RO, Route, route
+from queen_threads.queue.admin_store import AdminStore
 
 
 def window(req: falcon.Request) -> dict[str, Any]:
@@ -46,8 +47,8 @@ def time_range_json(w: dict[str, Any]) -> dict[str, str]:
 
 
 class _Status:
-    def __init__(self, runtime: Runtime) -> None:
-        self.store = runtime.admin
+    def __init__(self, store: AdminStore) -> None:
+        self.store = store
 
 
 class Status(_Status):
@@ -98,8 +99,12 @@ class Overview(_Status):
         media(resp, self.store.overview())
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    app.add_route(f"{api}/status", Status(runtime))
-    app.add_route(f"{api}/status/queues", StatusQueues(runtime))
-    app.add_route(f"{api}/status/queues/{{queue}}", StatusQueue(runtime))
-    app.add_route(f"{api}/resources/overview", Overview(runtime))
+def routes(store: AdminStore) -> list[Route]:
+    return [
+        route(f"{API}/status", Status(store),
+              GET=(RO, TIME_RANGE | {"queue", "namespace", "task"})),
+        route(f"{API}/status/queues", StatusQueues(store),
+              GET=(RO, PAGE | TIME_RANGE | {"namespace", "task"})),
+        route(f"{API}/status/queues/{{queue}}", StatusQueue(store), GET=(RO, TIME_RANGE)),
+        route(f"{API}/resources/overview", Overview(store), GET=RO),
+    ]  # fmt: skip

@@ -18,6 +18,7 @@ from queen_threads.errors import Conflict, NotFound, ValidationError
 from queen_threads.http import long_poll, stream_body
 from queen_threads.http.params import name_param
 from queen_threads.http.request import json_object, media
+from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
 from queen_threads.polling import StreamPollRequest
 from queen_threads.runtime import Runtime
 
@@ -182,18 +183,16 @@ class StreamConsumers:
         media(resp, {"stream": name, "consumers": consumers})
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    """Add the stream routes under `api` (e.g. /api/v1)."""
-    routes: list[tuple[str, object]] = [
-        ("/stream/define", Define(runtime)),
-        ("/stream/poll", Poll(runtime)),
-        ("/stream/ack", Ack(runtime)),
-        ("/stream/renew-lease", RenewLease(runtime)),
-        ("/stream/seek", Seek(runtime)),
-        ("/resources/streams", StreamList(runtime)),
-        ("/resources/streams/stats", StreamStats(runtime)),
-        ("/resources/streams/{name}", Stream(runtime)),
-        ("/resources/streams/{name}/consumers", StreamConsumers(runtime)),
+def routes(runtime: Runtime) -> list[Route]:
+    """Consuming is read-write, reading read-only, deleting admin."""
+    return [
+        route(f"{API}/stream/define", Define(runtime), POST=RW),
+        route(f"{API}/stream/poll", Poll(runtime), POST=RW),
+        route(f"{API}/stream/ack", Ack(runtime), POST=RW),
+        route(f"{API}/stream/renew-lease", RenewLease(runtime), POST=RW),
+        route(f"{API}/stream/seek", Seek(runtime), POST=RW),
+        route(f"{API}/resources/streams", StreamList(runtime), GET=(RO, {"namespace"})),
+        route(f"{API}/resources/streams/stats", StreamStats(runtime), GET=RO),
+        route(f"{API}/resources/streams/{{name}}", Stream(runtime), GET=RO, DELETE=ADMIN),
+        route(f"{API}/resources/streams/{{name}}/consumers", StreamConsumers(runtime), GET=RO),
     ]
-    for path, resource in routes:
-        app.add_route(f"{api}{path}", resource)

@@ -11,6 +11,7 @@ import falcon
 from queen_threads.errors import NotFound
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
+from queen_threads.http.routes import ADMIN, RO, RW, Route, route
 from queen_threads.runtime import Runtime
 from queen_threads.streams_sdk import body
 
@@ -57,8 +58,11 @@ class StateGet:
         media(resp, self.runtime.streams_sdk.state(body.state_get_body(raw)))
 
 
-def register(app: falcon.App, runtime: Runtime) -> None:
-    app.add_route(f"{PREFIX}/queries", Queries(runtime))
-    app.add_route(f"{PREFIX}/queries/{{name}}", Query(runtime))
-    app.add_route(f"{PREFIX}/cycle", Cycle(runtime))
-    app.add_route(f"{PREFIX}/state/get", StateGet(runtime))
+def routes(runtime: Runtime) -> list[Route]:
+    """Cycles read-write, reading state read-only, deleting a query admin."""
+    return [
+        route(f"{PREFIX}/queries", Queries(runtime), GET=RO, POST=RW),
+        route(f"{PREFIX}/queries/{{name}}", Query(runtime), DELETE=ADMIN),
+        route(f"{PREFIX}/cycle", Cycle(runtime), POST=RW),
+        route(f"{PREFIX}/state/get", StateGet(runtime), POST=RO),
+    ]

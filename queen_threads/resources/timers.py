@@ -11,6 +11,7 @@ import falcon
 from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_body, media
+from queen_threads.http.routes import API, RO, RW, Route, route
 from queen_threads.runtime import Runtime
 from queen_threads.timers import ops
 from queen_threads.timers.ops import TimerRequestInvalid
@@ -69,7 +70,11 @@ class Timer:
         media(resp, result)
 
 
-def register(app: falcon.App, runtime: Runtime, api: str) -> None:
-    app.add_route(f"{api}/timers", Batch(runtime))
-    app.add_route(f"{api}/timers/{{queue}}", Listing(runtime))
-    app.add_route(f"{api}/timers/{{queue}}/{{key:path}}", Timer(runtime))
+def routes(runtime: Runtime) -> list[Route]:
+    """Scheduling and cancelling are read-write, reading read-only."""
+    return [
+        route(f"{API}/timers", Batch(runtime), POST=RW),
+        route(f"{API}/timers/{{queue}}", Listing(runtime), GET=(RO, {"after", "limit"})),
+        route(f"{API}/timers/{{queue}}/{{key:path}}", Timer(runtime),
+              GET=RO, DELETE=(RW, {"txn"})),
+    ]  # fmt: skip

@@ -2,51 +2,40 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import falcon
-import falcon.routing
 import pytest
 
-from queen_threads.app import create_app
 from queen_threads.auth import Role
-from queen_threads.http.access import ROUTES, Rule, required
-from queen_threads.runtime import Runtime
-from queen_threads.settings import load_settings
-
-
-def served(app: falcon.App) -> Iterator[tuple[str, str, Any]]:
-    """(method, uri template, resource) of every responder the router holds."""
-
-    def walk(nodes: list[Any]) -> Iterator[tuple[str, str, Any]]:
-        for node in nodes:
-            if node.resource is not None:
-                for method in falcon.routing.map_http_methods(node.resource):
-                    yield method, node.uri_template, node.resource
-            yield from walk(node.children)
-
-    yield from walk(app._router._roots)
+from queen_threads.http.routes import RouteTable, Rule
+from tests.support.routes import served, table_and_app
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> falcon.App:
-    """The real app around a runtime that is never started (no database is touched)."""
-    folder = tmp_path_factory.mktemp("access")
-    settings = load_settings({"FILE_BUFFER_DIR": str(folder / "buffers")}, dotenv_path=None)
-    return create_app(Runtime(settings, "postgresql://127.0.0.1:1/unused"))
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[RouteTable, falcon.App]:
+    """The real table and app around a runtime that is never started."""
+    return table_and_app(tmp_path_factory.mktemp("access"))
 
 
-def test_every_served_route_has_a_row(app: falcon.App) -> None:
+@pytest.fixture(scope="module")
+def app(built: tuple[RouteTable, falcon.App]) -> falcon.App:
+    return built[1]
+
+
+@pytest.fixture(scope="module")
+def table(built: tuple[RouteTable, falcon.App]) -> RouteTable:
+    return built[0]
+
+
+def test_every_served_route_has_a_row(app: falcon.App, table: RouteTable) -> None:
     routes = list(served(app))
     assert len(routes) > 40
-    missing = [(m, t) for m, t, _ in routes if m not in ROUTES.get(t, {})]
-    assert not missing, f"routes without an access rule in http/access.py: {missing}"
+    missing = [(m, t) for m, t, _ in routes if table.method(m, t) is None]
+    assert not missing, f"routes without an access rule: {missing}"
 
 
-def test_every_row_is_a_served_route(app: falcon.App) -> None:
+def test_every_row_is_a_served_route(app: falcon.App, table: RouteTable) -> None:
     routes = {(m, t) for m, t, _ in served(app)}
-    rows = {(m, t) for t, methods in ROUTES.items() for m in methods}
+    rows = {(m, t) for t, methods in table.by_path.items() for m in methods}
     assert not rows - routes, f"rules for routes the app does not serve: {rows - routes}"
 
 
@@ -76,21 +65,22 @@ def test_every_row_is_a_served_route(app: falcon.App) -> None:
      ("POST", "/api/v1/locks", Role.READ_WRITE),
      ("POST", "/internal/api/notify", Rule.PEER)],
 )  # fmt: skip
-def test_levels_follow_the_contract(app: falcon.App, method: str, template: str,
-                                    access: Role | Rule) -> None:  # fmt: skip
+def test_levels_follow_the_contract(app: falcon.App, table: RouteTable, method: str,
+                                    template: str, access: Role | Rule) -> None:  # fmt: skip
     resource = next(r for m, t, r in served(app) if (m, t) == (method, template))
-    assert required(method, template, resource) is access
+    assert table.access(method, template, resource) is access
 
 
-def test_no_responder_needs_any_token_and_an_unlisted_responder_admin() -> None:
+def test_no_responder_needs_any_token_and_an_unlisted_responder_admin(table: RouteTable) -> None:
     class Resource:
         def on_get(self) -> None: ...
 
-    assert required("PUT", "/api/v1/push", Resource()) is Role.READ_ONLY  # 405
-    assert required("GET", "/api/v1/new-route", Resource()) is Role.ADMIN  # fail closed
+    assert table.access("PUT", "/api/v1/push", Resource()) is Role.READ_ONLY  # 405
+    assert table.access("GET", "/api/v1/new-route", Resource()) is Role.ADMIN  # fail closed
 
 
-def test_only_the_peer_route_takes_the_peer_secret() -> None:
-    peer = {t for t, methods in ROUTES.items() if Rule.PEER in methods.values()}
+def test_only_the_peer_route_takes_the_peer_secret(table: RouteTable) -> None:
+    peer = {row.path for row in table.rows
+            if Rule.PEER in {m.access for m in row.methods.values()}}  # fmt: skip
     assert peer == {"/internal/api/notify"}
     assert all(t.startswith("/internal/") for t in peer)

@@ -7,32 +7,38 @@ import falcon
 import falcon.testing
 import pytest
 
-from queen_threads.app import create_app
-from queen_threads.http.query_params import NONE, PARAMS, POP, allowed
-from queen_threads.runtime import Runtime
-from queen_threads.settings import load_settings
-from tests.unit.test_access import served
+from queen_threads.http.routes import NONE, RouteTable
+from queen_threads.resources.pop import PARAMS as POP
+from tests.support.routes import rows, served, table_and_app
 
 
 @pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> falcon.App:
-    """The real app around a runtime that is never started (no database is touched)."""
-    folder = tmp_path_factory.mktemp("params")
-    settings = load_settings({"FILE_BUFFER_DIR": str(folder / "buffers")}, dotenv_path=None)
-    return create_app(Runtime(settings, "postgresql://127.0.0.1:1/unused"))
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[RouteTable, falcon.App]:
+    """The real table and app around a runtime that is never started."""
+    return table_and_app(tmp_path_factory.mktemp("params"))
 
 
-def test_every_served_route_has_a_row(app: falcon.App) -> None:
+@pytest.fixture(scope="module")
+def app(built: tuple[RouteTable, falcon.App]) -> falcon.App:
+    return built[1]
+
+
+@pytest.fixture(scope="module")
+def table(built: tuple[RouteTable, falcon.App]) -> RouteTable:
+    return built[0]
+
+
+def test_every_served_route_has_a_row(app: falcon.App, table: RouteTable) -> None:
     routes = list(served(app))
     assert len(routes) > 40
-    missing = [(m, t) for m, t, _ in routes if m not in PARAMS.get(t, {})]
-    assert not missing, f"routes without a row in http/query_params.py: {missing}"
+    missing = [(m, t) for m, t, _ in routes if table.method(m, t) is None]
+    assert not missing, f"routes without a row: {missing}"
 
 
-def test_every_row_is_a_served_route(app: falcon.App) -> None:
+def test_every_row_is_a_served_route(app: falcon.App, table: RouteTable) -> None:
     routes = {(m, t) for m, t, _ in served(app)}
-    rows = {(m, t) for t, methods in PARAMS.items() for m in methods}
-    assert not rows - routes, f"rows for routes the app does not serve: {rows - routes}"
+    declared = {(m, t) for t, methods in table.by_path.items() for m in methods}
+    assert not declared - routes, f"rows for routes the app does not serve: {declared - routes}"
 
 
 # What the official client (queen-mq 0.15.0) sends on its fixed code paths.
@@ -55,9 +61,9 @@ CLIENT_SENDS = [
 
 @pytest.mark.parametrize(("method", "template", "names"), CLIENT_SENDS)
 def test_what_the_official_client_sends_is_known(
-    method: str, template: str, names: set[str]
+    table: RouteTable, method: str, template: str, names: set[str]
 ) -> None:
-    known = PARAMS[template][method]
+    known = rows(table)[template][method].params
     assert set(names) <= known, sorted(set(names) - known)
 
 
@@ -70,12 +76,12 @@ def test_pop_takes_every_option_the_client_has() -> None:
     assert expected == POP
 
 
-def test_a_method_the_resource_does_not_serve_is_left_to_falcon() -> None:
+def test_a_method_the_resource_does_not_serve_is_left_to_falcon(table: RouteTable) -> None:
     class Resource:
         def on_get(self) -> None: ...
 
-    assert allowed("PUT", "/api/v1/push", Resource()) is None  # 405
-    assert allowed("GET", "/api/v1/new-route", Resource()) is NONE  # fail closed
+    assert table.params("PUT", "/api/v1/push", Resource()) is None  # 405
+    assert table.params("GET", "/api/v1/new-route", Resource()) is NONE  # fail closed
 
 
 def test_the_middleware_ignores_and_names_unknown_parameters(app: falcon.App) -> None:

@@ -14,10 +14,11 @@ import pytest
 
 from queen_threads.app import create_app
 from queen_threads.errors import ConfigError
-from queen_threads.http.access import ROUTES, Rule
+from queen_threads.http.routes import Rule
 from queen_threads.http.webapp import ASSETS_ROUTE, IMMUTABLE, PACKAGED_ROOT, PAGES, Webapp
 from queen_threads.runtime import Runtime
 from queen_threads.settings import load_settings
+from tests.support.routes import table_and_app
 from tests.support.tokens import SECRET
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -157,10 +158,12 @@ def test_under_jwt_the_page_is_public_and_the_api_is_not(tmp_path: Path) -> None
     assert client.simulate_get("/api/v1/resources/queues").status_code == 401
 
 
-def test_only_the_dashboard_is_public() -> None:
-    public = {t for t, methods in ROUTES.items() if Rule.PUBLIC in methods.values()}
+def test_only_the_dashboard_is_public(tmp_path: Path) -> None:
+    table, _ = table_and_app(tmp_path)
+    access = {t: {m: row.access for m, row in ms.items()} for t, ms in table.by_path.items()}
+    public = {t for t, methods in access.items() if Rule.PUBLIC in methods.values()}
     assert public == {*PAGES, ASSETS_ROUTE}
-    assert all(methods == {"GET": Rule.PUBLIC} for t, methods in ROUTES.items() if t in public)
+    assert all(methods == {"GET": Rule.PUBLIC} for t, methods in access.items() if t in public)
 
 
 def test_the_page_router_and_the_server_know_the_same_pages() -> None:
