@@ -12,6 +12,7 @@ from queen_threads.ephemeral import routes as ephemeral
 from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
+from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.middleware import RequestContext
 from queen_threads.http.routes import API, PEER, RO, RW, RouteTable, route
 from queen_threads.reads import routes as reads
@@ -40,6 +41,9 @@ from queen_threads.runtime import Runtime
 
 def route_table(runtime: Runtime) -> RouteTable:
     """Every route of the app, each declared once."""
+    settings = runtime.settings
+    body_limit = settings.max_body_size
+    timeouts = Timeouts(settings.default_timeout_ms, settings.max_timeout_ms)
     popper = pop.Pop(runtime)
     return RouteTable([
         # operations (public through the default JWT_SKIP_PATHS)
@@ -65,8 +69,8 @@ def route_table(runtime: Runtime) -> RouteTable:
         *streams_sdk.routes(runtime),
         *kv.routes(runtime),
         *timers.routes(runtime),
-        *reads.routes(runtime),
-        *ephemeral.routes(runtime),
+        *reads.routes(runtime.reads, body_limit),
+        *ephemeral.routes(runtime.ephemeral, body_limit, timeouts),
         *analytics.routes(runtime.analytics, runtime.admin),
         *dashboard.routes(runtime.settings),
     ])  # fmt: skip

@@ -7,21 +7,22 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.ephemeral import body
+from queen_threads.ephemeral.service import EphemeralQueues
+from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.request import bool_param, int_param, json_object, media, str_param
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
-from queen_threads.runtime import Runtime
 
 
 class _Route:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-        self.queues = runtime.ephemeral
+    def __init__(self, queues: EphemeralQueues, body_limit: int) -> None:
+        self.queues = queues
+        self.body_limit = body_limit
 
     fields: tuple[str, ...] = ()
     """The top-level body fields the route reads (others are ignored and reported)."""
 
     def _body(self, req: falcon.Request) -> dict[str, object]:
-        return json_object(req, self.runtime.settings.max_body_size, known=self.fields)
+        return json_object(req, self.body_limit, known=self.fields)
 
 
 class Configure(_Route):
@@ -46,10 +47,14 @@ class Push(_Route):
 
 
 class Pop(_Route):
+    def __init__(self, queues: EphemeralQueues, body_limit: int, timeouts: Timeouts) -> None:
+        super().__init__(queues, body_limit)
+        self.timeouts = timeouts
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        s = self.runtime.settings
+        t = self.timeouts
         wait = bool_param(req, "wait")
-        timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
+        timeout = int_param(req, "timeout", t.default_ms, 0)
         query = body.PopQuery(
             queue=v.name(str_param(req, "queue"), "queue"),
             partition=v.optional_name(str_param(req, "partition"), "Partition"),
@@ -57,7 +62,7 @@ class Pop(_Route):
             or body.GROUP_QUEUE_MODE,
             batch=int_param(req, "batch", 1, 1, body.MAX_BATCH),
             auto_ack=bool_param(req, "autoAck"),
-            wait_ms=min(timeout, s.max_timeout_ms) if wait else 0,
+            wait_ms=min(timeout, t.max_ms) if wait else 0,
         )
         media(resp, self.queues.pop(query))
 
@@ -87,16 +92,16 @@ class Queue(_Route):
 POP_PARAMS = ("queue", "partition", "batch", "wait", "timeout", "group", "autoAck")
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(queues: EphemeralQueues, body_limit: int, timeouts: Timeouts) -> list[Route]:
     """Gauges read-only, deleting a queue (and its configuration) admin."""
     base = f"{API}/ephemeral"
     return [
-        route(f"{base}/configure", Configure(runtime), POST=RW),
-        route(f"{base}/reset", Reset(runtime), POST=RW),
-        route(f"{base}/push", Push(runtime), POST=RW),
-        route(f"{base}/pop", Pop(runtime), GET=(RW, POP_PARAMS)),
-        route(f"{base}/ack", Ack(runtime), POST=RW),
-        route(f"{base}/queues", Queues(runtime), GET=RO),
-        route(f"{base}/queues/{{queue}}/depth", Depth(runtime), GET=RO),
-        route(f"{base}/queue/{{queue}}", Queue(runtime), DELETE=ADMIN),
+        route(f"{base}/configure", Configure(queues, body_limit), POST=RW),
+        route(f"{base}/reset", Reset(queues, body_limit), POST=RW),
+        route(f"{base}/push", Push(queues, body_limit), POST=RW),
+        route(f"{base}/pop", Pop(queues, body_limit, timeouts), GET=(RW, POP_PARAMS)),
+        route(f"{base}/ack", Ack(queues, body_limit), POST=RW),
+        route(f"{base}/queues", Queues(queues, body_limit), GET=RO),
+        route(f"{base}/queues/{{queue}}/depth", Depth(queues, body_limit), GET=RO),
+        route(f"{base}/queue/{{queue}}", Queue(queues, body_limit), DELETE=ADMIN),
     ]

@@ -8,12 +8,23 @@ leases go back)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import falcon
 
 from queen_threads.errors import Unavailable
 from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
 from queen_threads.polling import PollingError, Response, Watch
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """A long poll's `timeout` when the request names none, and the longest it may ask
+    (DEFAULT_TIMEOUT, MAX_TIMEOUT)."""
+
+    default_ms: int
+    max_ms: int
+
 
 Wait = Callable[[Callable[[], bool], Watch], Response | None]
 Release = Callable[[Sequence[str]], None]

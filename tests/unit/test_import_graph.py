@@ -1,7 +1,10 @@
 """The package has no import circles: each folder is a room, and arrows only run one way.
 
 Every ``import`` in every module counts (a function-level import is a dependency too); a
-package's ``__init__`` counts as a module of its own.
+package's ``__init__`` counts as a module of its own. Circles are looked for twice: between
+modules, and between the top-level folders of ``queen_threads/`` (a top-level module such
+as ``runtime.py`` is a folder of its own there), so two folders cannot lean on each other
+through different modules either.
 """
 
 from __future__ import annotations
@@ -88,6 +91,36 @@ def test_no_import_circles_in_the_package() -> None:
     known = modules()
     graph = {name: imported(name, path, known) for name, path in known.items()}
     assert circles(graph) == []
+
+
+def folder(module: str) -> str:
+    """The top-level folder (or top-level module) of `queen_threads/` a module lives in."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    folders: dict[str, set[str]] = {}
+    for name, targets in graph.items():
+        edges = folders.setdefault(folder(name), set())
+        edges.update(folder(t) for t in targets if folder(t) != folder(name))
+    return folders
+
+
+def test_no_import_circles_between_folders() -> None:
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    assert circles(folder_graph(graph)) == []
+
+
+def test_the_folder_check_finds_a_circle_through_different_modules() -> None:
+    graph = {
+        "queen_threads.reads.routes": {"queen_threads.runtime"},
+        "queen_threads.reads.store": set(),
+        "queen_threads.runtime": {"queen_threads.reads.store"},
+    }
+    assert circles(graph) == []
+    assert circles(folder_graph(graph)) == [["queen_threads.reads", "queen_threads.runtime"]]
 
 
 def test_the_check_finds_a_circle() -> None:
