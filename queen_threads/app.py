@@ -31,7 +31,14 @@ from queen_threads.resources import (
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
 from queen_threads.resources.lease import LeaseExtend
-from queen_threads.resources.metrics import Metrics, PrometheusMetrics
+from queen_threads.resources.metrics import (
+    Metrics,
+    PrometheusMetrics,
+    Section,
+    buffer_section,
+    ephemeral_section,
+    kv_section,
+)
 from queen_threads.resources.peers import Notify
 from queen_threads.resources.push import Push
 from queen_threads.resources.queues import Configure
@@ -40,40 +47,75 @@ from queen_threads.runtime import Runtime
 
 
 def route_table(runtime: Runtime) -> RouteTable:
-    """Every route of the app, each declared once."""
-    settings = runtime.settings
+    """Every route of the app, each declared once; each capability is handed what it uses."""
+    rt = runtime
+    settings = rt.settings
     body_limit = settings.max_body_size
     timeouts = Timeouts(settings.default_timeout_ms, settings.max_timeout_ms)
-    popper = pop.Pop(runtime)
+    defaults = pop.PopDefaults(
+        settings.default_batch_size, settings.default_subscription_mode, timeouts
+    )
+    popper = pop.Pop(rt.queues, rt.polling, rt.maintenance, rt.require_database, defaults)
+    exposition = rt.instruments.exposition
+    assert exposition is not None
     return RouteTable([
         # operations (public through the default JWT_SKIP_PATHS)
-        route("/health", Health(runtime), GET=RO),
-        route("/metrics", Metrics(runtime), GET=RO),
-        route("/metrics/prometheus", PrometheusMetrics(runtime), GET=RO),
+        route("/health", Health(rt.db, settings.port, rt.worker_id, rt.version,
+                                rt.schema_ready, rt.schema_ready_now), GET=RO),
+        route("/metrics", Metrics(rt.started_at, metrics_sections(rt)), GET=RO),
+        route("/metrics/prometheus", PrometheusMetrics(exposition), GET=RO),
         # producing and consuming
-        route(f"{API}/configure", Configure(runtime), POST=RW),
-        route(f"{API}/push", Push(runtime), POST=RW),
+        route(f"{API}/configure", Configure(rt.store, body_limit), POST=RW),
+        route(f"{API}/push", Push(rt.queues, body_limit), POST=RW),
         route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", popper, GET=(RW, pop.PARAMS)),
         route(f"{API}/pop/queue/{{queue}}", popper, GET=(RW, pop.PARAMS)),
         route(f"{API}/pop", popper, GET=(RW, pop.PARAMS)),
-        route(f"{API}/ack", Ack(runtime), POST=RW),
-        route(f"{API}/ack/batch", AckBatch(runtime), POST=RW),
-        route(f"{API}/transaction", Transaction(runtime), POST=RW),
-        route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(runtime), POST=RW),
+        route(f"{API}/ack", Ack(rt.queues, body_limit), POST=RW),
+        route(f"{API}/ack/batch", AckBatch(rt.queues, body_limit), POST=RW),
+        route(f"{API}/transaction", Transaction(rt.queues, rt.timers.scheduled, body_limit),
+              POST=RW),
+        route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(rt.store, body_limit), POST=RW),
         # between instances
-        route("/internal/api/notify", Notify(runtime), POST=PEER),
-        *admin.routes(runtime),
-        *maintenance.routes(runtime),
-        *status.routes(runtime.admin),
-        *streams.routes(runtime),
-        *streams_sdk.routes(runtime),
-        *kv.routes(runtime),
-        *timers.routes(runtime),
-        *reads.routes(runtime.reads, body_limit),
-        *ephemeral.routes(runtime.ephemeral, body_limit, timeouts),
-        *analytics.routes(runtime.analytics, runtime.admin),
-        *dashboard.routes(runtime.settings),
+        route("/internal/api/notify", Notify(rt.peers), POST=PEER),
+        *admin.routes(rt.admin, rt.store, rt.queues, body_limit),
+        *maintenance.routes(rt.maintenance, rt.buffer, body_limit),
+        *status.routes(rt.admin),
+        *streams.routes(rt.streams, body_limit, timeouts, rt.maintenance, rt.require_database),
+        *streams_sdk.routes(rt.streams_sdk, body_limit),
+        *kv.routes(rt.kv, body_limit),
+        *timers.routes(rt.timers, body_limit),
+        *reads.routes(rt.reads, body_limit),
+        *ephemeral.routes(rt.ephemeral, body_limit, timeouts),
+        *analytics.routes(rt.analytics, rt.admin),
+        *dashboard.routes(settings),
     ])  # fmt: skip
+
+
+def metrics_sections(rt: Runtime) -> dict[str, Section]:
+    """The parts of GET /metrics, in the answer's order."""
+    counters = rt.instruments.counters
+    return {
+        "worker": lambda: {"pid": rt.worker_id},
+        "requests": rt.stats.snapshot,
+        "ignoredParameters": rt.ignored.stats,
+        "messages": counters.messages_snapshot,
+        "database": lambda: {**rt.db.pool.stats(), "queries": counters.db_snapshot()},
+        "longPolling": rt.polling.stats,
+        "streamPolling": rt.streams.stats,
+        "timers": rt.timers.stats,
+        "ephemeral": ephemeral_section(rt.db.pool, rt.ephemeral),
+        "wakeupListener": rt.listener.stats,
+        "peers": rt.peers.stats,
+        "auth": rt.auth.stats,
+        "buffer": buffer_section(rt.buffer),
+        "background": lambda: {
+            **rt.operations.stats(),
+            "metrics": rt.metrics_service.stats(),
+            "kvSweep": rt.kv_sweeper.stats(),
+        },
+        "kv": kv_section(rt.db.pool, rt.kv),
+        "analytics": rt.collector.stats,
+    }
 
 
 def create_app(runtime: Runtime, routes: RouteTable | None = None) -> falcon.App:

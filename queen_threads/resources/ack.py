@@ -6,31 +6,33 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
-from queen_threads.runtime import Runtime
+from queen_threads.queue.service import QueueService
 
 
 class Ack:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, queues: QueueService, body_limit: int) -> None:
+        self.queues = queues
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.body_limit)
         if not isinstance(body.get("transactionId"), str) or not body["transactionId"]:
             raise v.ValidationError("transactionId is required")
         if not isinstance(body.get("partitionId"), str) or not body["partitionId"]:
             raise v.ValidationError("partitionId is required to ensure message uniqueness")
-        media(resp, self.runtime.queues.ack([v.ack_item(body)]))
+        media(resp, self.queues.ack([v.ack_item(body)]))
 
 
 class AckBatch:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, queues: QueueService, body_limit: int) -> None:
+        self.queues = queues
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.body_limit)
         raw = v.items_list(body, "acknowledgments", "acknowledgments array is required")
         if not raw:
             raise v.ValidationError("acknowledgments array cannot be empty")
         group = body.get("consumerGroup")
         acks = [v.ack_item(item, group) for item in raw]
-        media(resp, self.runtime.queues.ack(acks))
+        media(resp, self.queues.ack(acks))

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from queen_threads.http.params import PAGE
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
+from queen_threads.queue.admin_store import AdminStore
+from queen_threads.queue.service import QueueService
+from queen_threads.queue.store import QueueStore
 from queen_threads.resources import clear, consumer_groups, dlq, listings, messages, stats, traces
-from queen_threads.runtime import Runtime
 
 
-def routes(runtime: Runtime) -> list[Route]:
-    """The administration routes."""
-    store = runtime.admin
-    body_limit = runtime.settings.max_body_size
+def routes(
+    store: AdminStore, queue_store: QueueStore, queues: QueueService, body_limit: int
+) -> list[Route]:
+    """The administration routes: most read and write through `store`; deleting a queue
+    goes through the queue store, moving a message to the DLQ is an ack (`queues`)."""
     seek = consumer_groups.Seek(store, body_limit)
     group_delete = {"deleteMetadata"}
     return [
@@ -26,7 +29,7 @@ def routes(runtime: Runtime) -> list[Route]:
         route(f"{API}/messages/{{partitionId}}/{{transactionId}}/retry",
               messages.Retry(store, body_limit), POST=RW),
         route(f"{API}/messages/{{partitionId}}/{{transactionId}}/dlq",
-              messages.MoveToDeadLetter(runtime), POST=RW),
+              messages.MoveToDeadLetter(queues, body_limit), POST=RW),
         # consumer groups: reading is read-only, deleting is admin, the rest read-write
         route(f"{API}/consumer-groups", consumer_groups.ConsumerGroups(store), GET=RO),
         route(f"{API}/consumer-groups/lagging", consumer_groups.Lagging(store),
@@ -49,7 +52,7 @@ def routes(runtime: Runtime) -> list[Route]:
               GET=RO),
         # resource listings
         route(f"{API}/resources/queues", listings.Queues(store), GET=RO),
-        route(f"{API}/resources/queues/{{queue}}", listings.Queue(store, runtime),
+        route(f"{API}/resources/queues/{{queue}}", listings.Queue(store, queue_store),
               GET=RO, DELETE=ADMIN),
         route(f"{API}/resources/partitions", listings.Partitions(store),
               GET=(RO, PAGE | {"queue", "namespace", "task"})),

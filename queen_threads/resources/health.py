@@ -3,31 +3,47 @@
 from __future__ import annotations
 
 import socket
+import threading
+from collections.abc import Callable
 
 import falcon
 
+from queen_threads.db import Database
 from queen_threads.http.request import media
-from queen_threads.runtime import Runtime
 
 
 class Health:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    """`schema_ready_now` asks the migration loop to try at once when the schema is not
+    ready (Runtime.schema_ready_now)."""
+
+    def __init__(
+        self,
+        db: Database,
+        port: int,
+        worker_id: int,
+        version: str,
+        schema_ready: threading.Event,
+        schema_ready_now: Callable[[], bool],
+    ) -> None:
+        self.db = db
+        self.port = port
+        self.worker_id = worker_id
+        self.version = version
+        self.schema_ready = schema_ready
+        self.schema_ready_now = schema_ready_now
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        connected = self.runtime.db.ping()
+        connected = self.db.ping()
         body = {
             "status": "healthy" if connected else "unhealthy",
             "database": "connected" if connected else "disconnected",
-            "server": f"{socket.gethostname()}:{self.runtime.settings.port}",
-            "worker_id": self.runtime.worker_id,
-            "version": self.runtime.version,
+            "server": f"{socket.gethostname()}:{self.port}",
+            "worker_id": self.worker_id,
+            "version": self.version,
             "schema": "ready"
-            if (
-                self.runtime.schema_ready_now() if connected else self.runtime.schema_ready.is_set()
-            )
+            if (self.schema_ready_now() if connected else self.schema_ready.is_set())
             else "pending",
         }
         if not connected:
-            body["error"] = self.runtime.db.pool.last_error or "database unavailable"
+            body["error"] = self.db.pool.last_error or "database unavailable"
         media(resp, body, 200 if connected else 503)

@@ -19,7 +19,7 @@ import falcon
 from queen_threads.http.request import int_param, json_object, media
 from queen_threads.http.routes import API, RO, RW, Route, route
 from queen_threads.kv import lock_ops, ops
-from queen_threads.runtime import Runtime
+from queen_threads.kv.store import KvStore
 
 BATCH = ("operations",)  # the body fields the batch routes read (others are ignored)
 PUT = ("value", "ttlSeconds", "forever", "expect")
@@ -33,23 +33,25 @@ def operations_of(body: dict[str, Any], bad: Callable[[str, str], Exception], co
 
 
 class KvBatch:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, store: KvStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size, known=BATCH)
+        body = json_object(req, self.body_limit, known=BATCH)
         batch = ops.operations(operations_of(body, ops.bad, "kv_bad_request"))
-        media(resp, self.runtime.kv.batch(batch) if batch else {"results": []})
+        media(resp, self.store.batch(batch) if batch else {"results": []})
 
 
 class KvKey:
     """One key by path: the same operations and answers as one element of a batch."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, store: KvStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
 
     def _one(self, resp: falcon.Response, raw: dict[str, Any]) -> None:
-        result = self.runtime.kv.batch([ops.operation(0, raw)])["results"][0]
+        result = self.store.batch([ops.operation(0, raw)])["results"][0]
         if result.get("found") or result.get("applied"):
             resp.set_header("ETag", f'"{result.get("version")}"')
         media(resp, result)
@@ -58,7 +60,7 @@ class KvKey:
         self._one(resp, {"op": "get", "ns": ns, "key": key})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, ns: str, key: str) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size, known=PUT)
+        body = json_object(req, self.body_limit, known=PUT)
         fields: dict[str, Any] = {k: body[k] for k in PUT if k in body}
         self._one(resp, {"op": "put", "ns": ns, "key": key, **fields})
 
@@ -70,20 +72,21 @@ class KvKey:
 
 
 class Locks:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, store: KvStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size, known=BATCH)
+        body = json_object(req, self.body_limit, known=BATCH)
         batch = lock_ops.operations(operations_of(body, lock_ops.bad, "locks_bad_request"))
-        media(resp, {"results": self.runtime.kv.locks(batch) if batch else []})
+        media(resp, {"results": self.store.locks(batch) if batch else []})
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(store: KvStore, body_limit: int) -> list[Route]:
     """The batch routes write (reads go through them too)."""
     return [
-        route(f"{API}/kv", KvBatch(runtime), POST=RW),
-        route(f"{API}/kv/{{ns}}/{{key:path}}", KvKey(runtime),
+        route(f"{API}/kv", KvBatch(store, body_limit), POST=RW),
+        route(f"{API}/kv/{{ns}}/{{key:path}}", KvKey(store, body_limit),
               GET=RO, PUT=RW, DELETE=(RW, {"expect"})),
-        route(f"{API}/locks", Locks(runtime), POST=RW),
+        route(f"{API}/locks", Locks(store, body_limit), POST=RW),
     ]  # fmt: skip

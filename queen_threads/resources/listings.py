@@ -15,7 +15,7 @@ from queen_threads import validation as v
 from queen_threads.http.params import page, scope_filters
 from queen_threads.http.request import media
 from queen_threads.queue.admin_store import AdminStore
-from queen_threads.runtime import Runtime
+from queen_threads.queue.store import QueueStore
 
 
 class Queues:
@@ -29,15 +29,15 @@ class Queues:
 class Queue:
     """GET: the queue's detail; DELETE: the queue and everything that belongs to it."""
 
-    def __init__(self, store: AdminStore, runtime: Runtime) -> None:
+    def __init__(self, store: AdminStore, queues: QueueStore) -> None:
         self.store = store
-        self.runtime = runtime
+        self.queues = queues
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         media(resp, self.store.queue(v.name(queue, "Queue")))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
-        existed = self.runtime.store.delete_queue(v.name(queue, "Queue"))
+        existed = self.queues.delete_queue(v.name(queue, "Queue"))
         media(resp, {"deleted": True, "queue": queue, "existed": existed})
 
 

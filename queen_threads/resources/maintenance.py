@@ -15,32 +15,29 @@ from typing import Any
 
 import falcon
 
-from queen_threads.background.maintenance import POP_KEY, PUSH_KEY
+from queen_threads.background.maintenance import POP_KEY, PUSH_KEY, Maintenance
+from queen_threads.buffer import FileBuffer
 from queen_threads.errors import ValidationError
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, API, RO, Route, route
-from queen_threads.runtime import Runtime
 
 
-def _enabled(req: falcon.Request, runtime: Runtime) -> bool:
-    body = json_object(req, runtime.settings.max_body_size, allow_empty=True)
+def _enabled(req: falcon.Request, body_limit: int) -> bool:
+    body = json_object(req, body_limit, allow_empty=True)
     enabled = body.get("enabled")
     if not isinstance(enabled, bool):
         raise ValidationError("enabled (boolean) is required")
     return enabled
 
 
-def _fresh(runtime: Runtime) -> None:
-    """Re-read the switches for a GET (keeps the cached values if the database is down)."""
-    runtime.maintenance.refresh()
-
-
 class PushMaintenance:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, maintenance: Maintenance, buffer: FileBuffer, body_limit: int) -> None:
+        self.maintenance = maintenance
+        self.buffer = buffer
+        self.body_limit = body_limit
 
     def _buffer(self) -> dict[str, Any]:
-        status = self.runtime.buffer.status()
+        status = self.buffer.status()
         return {
             "bufferedMessages": status["pending"],
             "bufferHealthy": status["writable"] and status["failed"] == 0,
@@ -48,14 +45,14 @@ class PushMaintenance:
         }
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _fresh(self.runtime)
-        m = self.runtime.maintenance
+        m = self.maintenance
+        m.refresh()  # keeps the cached values if the database is down
         media(
             resp, {"maintenanceMode": m.push_on, "popMaintenanceMode": m.pop_on, **self._buffer()}
         )
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        enabled = self.runtime.maintenance.set(PUSH_KEY, _enabled(req, self.runtime))
+        enabled = self.maintenance.set(PUSH_KEY, _enabled(req, self.body_limit))
         buffer = self._buffer()
         del buffer["bufferStats"]
         message = (
@@ -68,8 +65,9 @@ class PushMaintenance:
 
 
 class PopMaintenance:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, maintenance: Maintenance, body_limit: int) -> None:
+        self.maintenance = maintenance
+        self.body_limit = body_limit
 
     @staticmethod
     def _message(enabled: bool) -> str:
@@ -80,26 +78,28 @@ class PopMaintenance:
         )
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        _fresh(self.runtime)
-        enabled = self.runtime.maintenance.pop_on
+        self.maintenance.refresh()  # keeps the cached values if the database is down
+        enabled = self.maintenance.pop_on
         media(resp, {"popMaintenanceMode": enabled, "message": self._message(enabled)})
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        enabled = self.runtime.maintenance.set(POP_KEY, _enabled(req, self.runtime))
+        enabled = self.maintenance.set(POP_KEY, _enabled(req, self.body_limit))
         media(resp, {"popMaintenanceMode": enabled, "message": self._message(enabled)})
 
 
 class BufferStatus:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, buffer: FileBuffer) -> None:
+        self.buffer = buffer
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.runtime.buffer.status())
+        media(resp, self.buffer.status())
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(maintenance: Maintenance, buffer: FileBuffer, body_limit: int) -> list[Route]:
     return [
-        route(f"{API}/system/maintenance", PushMaintenance(runtime), GET=ADMIN, POST=ADMIN),
-        route(f"{API}/system/maintenance/pop", PopMaintenance(runtime), GET=ADMIN, POST=ADMIN),
-        route(f"{API}/status/buffers", BufferStatus(runtime), GET=RO),
-    ]
+        route(f"{API}/system/maintenance", PushMaintenance(maintenance, buffer, body_limit),
+              GET=ADMIN, POST=ADMIN),
+        route(f"{API}/system/maintenance/pop", PopMaintenance(maintenance, body_limit),
+              GET=ADMIN, POST=ADMIN),
+        route(f"{API}/status/buffers", BufferStatus(buffer), GET=RO),
+    ]  # fmt: skip

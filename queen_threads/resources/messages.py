@@ -16,7 +16,7 @@ from queen_threads.errors import NotFound, ValidationError
 from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
 from queen_threads.queue.admin_store import AdminStore
-from queen_threads.runtime import Runtime
+from queen_threads.queue.service import QueueService
 
 DEFAULT_LIMIT = 200
 PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}
@@ -106,19 +106,20 @@ class MoveToDeadLetter:
     """Dead-letter a message for one group: the same operation as an ack with status dlq
     (allowed for the group's next message or one in its current batch)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, queues: QueueService, body_limit: int) -> None:
+        self.queues = queues
+        self.body_limit = body_limit
 
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
     ) -> None:
         pid, tid = message_key(partitionId, transactionId)
-        body = json_object(req, self.runtime.settings.max_body_size, allow_empty=True)
+        body = json_object(req, self.body_limit, allow_empty=True)
         group = v.optional_name(body.get("consumerGroup"), "Consumer group", v.QUEUE_MODE)
         error = v.optional_str(body.get("error", body.get("errorMessage")), "error")
         ack = v.ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
                           "error": error or MANUAL_DLQ_ERROR, "consumerGroup": group})  # fmt: skip
-        result = self.runtime.queues.ack([ack])[0]
+        result = self.queues.ack([ack])[0]
         refusal = str(result.get("error") or "")
         if refusal.startswith("Unresolvable transaction"):
             raise NotFound("Message not found")

@@ -6,91 +6,92 @@ from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable, Mapping
 
 import falcon
 
+from queen_threads.buffer import FileBuffer
+from queen_threads.db.pool import Pool
+from queen_threads.ephemeral import EphemeralQueues
 from queen_threads.http.request import media
-from queen_threads.runtime import Runtime
+from queen_threads.kv import KvStore
+from queen_threads.metrics.exposition import Exposition
+
+Section = Callable[[], object]
 
 
 class Metrics:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    """`sections`: the answer's parts between `uptime` and `memory`, each read when asked
+    (app.py names them: requests, messages, database, longPolling, ...)."""
+
+    def __init__(self, started_at: float, sections: Mapping[str, Section]) -> None:
+        self.started_at = started_at
+        self.sections = sections
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        rt = self.runtime
         usage = resource.getrusage(resource.RUSAGE_SELF)
         body = {
-            "uptime": round(time.time() - rt.started_at, 3),
-            "worker": {"pid": rt.worker_id},
-            "requests": rt.stats.snapshot(),
-            "ignoredParameters": rt.ignored.stats(),
-            "messages": rt.instruments.counters.messages_snapshot(),
-            "database": {**rt.db.pool.stats(), "queries": rt.instruments.counters.db_snapshot()},
-            "longPolling": rt.polling.stats(),
-            "streamPolling": rt.streams.stats(),
-            "timers": rt.timers.stats(),
-            "ephemeral": _ephemeral(rt),
-            "wakeupListener": rt.listener.stats(),
-            "peers": rt.peers.stats(),
-            "auth": rt.auth.stats(),
-            "buffer": _buffer(rt),
-            "background": {
-                **rt.operations.stats(),
-                "metrics": rt.metrics_service.stats(),
-                "kvSweep": rt.kv_sweeper.stats(),
-            },
-            "kv": _kv(rt),
-            "analytics": rt.collector.stats(),
+            "uptime": round(time.time() - self.started_at, 3),
+            **{name: read() for name, read in self.sections.items()},
             "memory": {"maxRssKb": usage.ru_maxrss},
             "cpu": {"user": round(usage.ru_utime, 3), "system": round(usage.ru_stime, 3)},
         }
         media(resp, body)
 
 
-def _kv(rt: Runtime) -> dict[str, object]:
+def kv_section(pool: Pool, kv: KvStore) -> Section:
     """Keys, expired rows (swept and waiting) and live permits of the database; this
     process's lock acquires by outcome."""
-    database: dict[str, object] = {"error": "database unreachable"}
-    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
-        try:
-            database = rt.kv.stats()
-        except Exception as exc:  # nor does a failed read break it
-            database = {"error": str(exc)}
-    return {**database, "lockAcquires": rt.kv.lock_counts.snapshot()}
+
+    def read() -> dict[str, object]:
+        database: dict[str, object] = {"error": "database unreachable"}
+        if pool.reachable is not False:  # during an outage /metrics answers at once
+            try:
+                database = kv.stats()
+            except Exception as exc:  # nor does a failed read break it
+                database = {"error": str(exc)}
+        return {**database, "lockAcquires": kv.lock_counts.snapshot()}
+
+    return read
 
 
-def _ephemeral(rt: Runtime) -> dict[str, object]:
+def ephemeral_section(pool: Pool, ephemeral: EphemeralQueues) -> Section:
     """The ephemeral queues' depth, bytes, dropped and in-flight totals (one small query)
     and this process's waiting ephemeral pops."""
-    if rt.db.pool.reachable is not False:  # during an outage /metrics answers at once
-        try:
-            return rt.ephemeral.totals()
-        except Exception as exc:  # nor does a failed read break it
-            return {"error": str(exc), "waitingPops": rt.ephemeral.gates.waiting()}
-    return {"error": "database unreachable", "waitingPops": rt.ephemeral.gates.waiting()}
+
+    def read() -> dict[str, object]:
+        if pool.reachable is not False:  # during an outage /metrics answers at once
+            try:
+                return ephemeral.totals()
+            except Exception as exc:  # nor does a failed read break it
+                return {"error": str(exc), "waitingPops": ephemeral.gates.waiting()}
+        return {"error": "database unreachable", "waitingPops": ephemeral.gates.waiting()}
+
+    return read
 
 
-def _buffer(rt: Runtime) -> dict[str, object]:
-    try:
-        status = rt.buffer.status()
-    except Exception as exc:  # a missing or unreadable folder must not break /metrics
-        return {"error": str(exc)}
+def buffer_section(buffer: FileBuffer) -> Section:
     keys = ("pending", "failed", "dbHealthy", "maintenanceMode", "popMaintenanceMode",
             "bufferedByWorker", "replayedByWorker", "replayer")  # fmt: skip
-    return {k: status.get(k) for k in keys}
+
+    def read() -> dict[str, object]:
+        try:
+            status = buffer.status()
+        except Exception as exc:  # a missing or unreadable folder must not break /metrics
+            return {"error": str(exc)}
+        return {k: status.get(k) for k in keys}
+
+    return read
 
 
 class PrometheusMetrics:
     """Every counter, histogram and gauge of the server, merged over its worker processes."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, exposition: Exposition) -> None:
+        self.exposition = exposition
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        exposition = self.runtime.instruments.exposition
-        assert exposition is not None
-        data, content_type = exposition.render(req.get_header("Accept"))
+        data, content_type = self.exposition.render(req.get_header("Accept"))
         resp.status = 200
         resp.content_type = content_type
         resp.data = data

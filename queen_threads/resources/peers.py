@@ -11,9 +11,8 @@ from __future__ import annotations
 import falcon
 
 from queen_threads.http.request import json_body, media
-from queen_threads.runtime import Runtime
 from queen_threads.wake.peer_auth import HEADER
-from queen_threads.wake.peers import from_wire
+from queen_threads.wake.peers import PeerService, from_wire
 
 STATUS = {"missing": 401, "wrong": 403, "unset": 403}
 MESSAGE = {
@@ -24,11 +23,11 @@ MESSAGE = {
 
 
 class Notify:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, peers: PeerService) -> None:
+        self.peers = peers
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        peers = self.runtime.peers
+        peers = self.peers
         problem = peers.auth.check_header(req.get_header(HEADER))
         if problem is not None:
             peers.reject("http")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -17,8 +18,10 @@ import falcon
 import orjson
 
 from queen_threads import validation as v
+from queen_threads.background.maintenance import Maintenance
 from queen_threads.errors import QueenError
 from queen_threads.http import long_poll
+from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.request import (
     bool_param,
     int_param,
@@ -27,9 +30,10 @@ from queen_threads.http.request import (
     str_param,
 )
 from queen_threads.polling import PopRequest
+from queen_threads.queue.polling import PollingService
 from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
+from queen_threads.queue.service import QueueService
 from queen_threads.resources.lease import MAX_EXTEND_SECONDS
-from queen_threads.runtime import Runtime
 
 log = logging.getLogger("queen_threads.pop")
 
@@ -52,16 +56,25 @@ def absent(req: falcon.Request, name: str) -> bool:
     return req.get_param(name) in (None, "")
 
 
+@dataclass(frozen=True)
+class PopDefaults:
+    """What a pop that names none gets (DEFAULT_BATCH_SIZE, DEFAULT_SUBSCRIPTION_MODE,
+    DEFAULT_TIMEOUT / MAX_TIMEOUT)."""
+
+    batch: int
+    subscription_mode: str | None
+    timeouts: Timeouts
+
+
 def pop_request(
     req: falcon.Request,
-    runtime: Runtime,
+    defaults: PopDefaults,
     queue: str | None = None,
     partition: str | None = None,
 ) -> PopRequest:
     """The pop the query string asks for (every parameter validated here, once)."""
-    s = runtime.settings
     mode, start = v.subscription(
-        str_param(req, "subscriptionMode") or s.default_subscription_mode or None,
+        str_param(req, "subscriptionMode") or defaults.subscription_mode or None,
         str_param(req, "subscriptionFrom"),
     )
     autopilot = bool_param(req, "autopilot")
@@ -80,7 +93,7 @@ def pop_request(
             str_param(req, "consumerGroup"), "Consumer group", v.QUEUE_MODE
         )
         or v.QUEUE_MODE,
-        batch=int_param(req, "batch", s.default_batch_size, 1, MAX_BATCH),
+        batch=int_param(req, "batch", defaults.batch, 1, MAX_BATCH),
         partitions=1
         if partition is not None
         else int_param(req, "partitions", 1, 1, MAX_PARTITIONS),
@@ -98,18 +111,29 @@ def pop_request(
 class Pop:
     """One resource class serves the three routes (they differ only in the selector)."""
 
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        queues: QueueService,
+        polling: PollingService,
+        maintenance: Maintenance,
+        require_database: Callable[[], None],
+        defaults: PopDefaults,
+    ) -> None:
+        self.queues = queues
+        self.polling = polling
+        self.maintenance = maintenance
+        self.require_database = require_database  # 503 + Retry-After while it is down
+        self.defaults = defaults
 
     def _answer(self, req: falcon.Request, resp: falcon.Response, request: PopRequest) -> None:
-        if self.runtime.maintenance.pop_on:  # pop maintenance mode: nothing, at once
+        if self.maintenance.pop_on:  # pop maintenance mode: nothing, at once
             resp.status = 204
             return
-        self.runtime.require_database()  # database down: 503 + Retry-After, long polls too
-        s = self.runtime.settings
-        timeout = int_param(req, "timeout", s.default_timeout_ms, 0)
+        self.require_database()  # database down: 503 + Retry-After, long polls too
+        t = self.defaults.timeouts
+        timeout = int_param(req, "timeout", t.default_ms, 0)
         if bool_param(req, "wait") and timeout > 0:
-            self._long_poll(req, resp, request, min(timeout, s.max_timeout_ms))
+            self._long_poll(req, resp, request, min(timeout, t.max_ms))
             return
         self._once(resp, request)
 
@@ -118,7 +142,7 @@ class Pop:
         always gets the body with the group's policy (`conflation` or
         `conflationConflict`): the 2.6.0 client takes a bare 204 for a broker that
         ignored the request."""
-        result = self.runtime.queues.pop(request)
+        result = self.queues.pop(request)
         if not result.get("messages"):
             if request.conflation:
                 media(resp, result)
@@ -127,20 +151,20 @@ class Pop:
             return
         leases = lease_ids_of(result)  # none when autoAck consumed them already
         long_poll.write_leased(
-            resp, orjson.dumps(result), lambda: self.runtime.polling.longpoll.release(leases)
+            resp, orjson.dumps(result), lambda: self.polling.longpoll.release(leases)
         )
 
     def _long_poll(
         self, req: falcon.Request, resp: falcon.Response, request: PopRequest, timeout: int
     ) -> None:
-        polling = self.runtime.polling
+        polling = self.polling
         intention = polling.intention(request, timeout, uuid.uuid4().hex)
         long_poll.answer(
             req,
             resp,
             lambda gone, watch: polling.wait(intention, gone, watch),
             polling.longpoll.release,
-            paused=lambda: self.runtime.maintenance.pop_on,
+            paused=lambda: self.maintenance.pop_on,
             what="long polls",
             prepare=self._auto_ack if request.auto_ack else None,
             # at the deadline, a last look answers with the group's conflation policy
@@ -155,7 +179,7 @@ class Pop:
 
     def _acknowledge(self, acks: list[dict[str, Any]]) -> None:
         try:
-            self.runtime.queues.ack(acks)
+            self.queues.ack(acks)
         except QueenError:  # the lease expires and the messages come again: none is lost
             log.warning("auto-acknowledging %d delivered messages failed", len(acks), exc_info=True)
 
@@ -166,4 +190,4 @@ class Pop:
         queue: str | None = None,
         partition: str | None = None,
     ) -> None:
-        self._answer(req, resp, pop_request(req, self.runtime, queue, partition))
+        self._answer(req, resp, pop_request(req, self.defaults, queue, partition))

@@ -16,7 +16,7 @@ from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.queue import capacity
-from queen_threads.runtime import Runtime
+from queen_threads.queue.service import QueueService
 
 
 def retry_after_when_full(resp: falcon.Response, results: list[dict[str, Any]]) -> None:
@@ -26,14 +26,15 @@ def retry_after_when_full(resp: falcon.Response, results: list[dict[str, Any]]) 
 
 
 class Push:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, queues: QueueService, body_limit: int) -> None:
+        self.queues = queues
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size)
+        body = json_object(req, self.body_limit)
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
         items = v.push_items(raw, sub)
-        results = self.runtime.queues.push(items) if items else []
+        results = self.queues.push(items) if items else []
         retry_after_when_full(resp, results)
         media(resp, results, 201)

@@ -7,13 +7,14 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
-from queen_threads.runtime import Runtime
+from queen_threads.queue.store import QueueStore
 
 
 class Configure:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, store: QueueStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = v.configure_body(json_object(req, self.runtime.settings.max_body_size))
-        media(resp, self.runtime.store.configure(body))
+        body = v.configure_body(json_object(req, self.body_limit))
+        media(resp, self.store.configure(body))

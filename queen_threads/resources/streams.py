@@ -10,17 +10,20 @@ first ready window, or 204 at its deadline. A window whose answer could not be w
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 import falcon
 import orjson
 
+from queen_threads.background.maintenance import Maintenance
 from queen_threads.errors import Conflict, NotFound, ValidationError
 from queen_threads.http import long_poll, stream_body
+from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.params import name_param
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
 from queen_threads.polling import StreamPollRequest
-from queen_threads.runtime import Runtime
+from queen_threads.queue.streams import Streams
 
 NOT_FOUND = "Stream not found"
 
@@ -29,15 +32,18 @@ def _stream_not_found(name: str) -> NotFound:
     return NotFound(f"{NOT_FOUND}: {name}")
 
 
-class Define:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+class _Route:
+    def __init__(self, streams: Streams, body_limit: int) -> None:
+        self.streams = streams
+        self.body_limit = body_limit
 
+
+class Define(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         definition = stream_body.define_body(
-            json_object(req, self.runtime.settings.max_body_size, known=stream_body.DEFINE_KEYS)
+            json_object(req, self.body_limit, known=stream_body.DEFINE_KEYS)
         )
-        result = self.runtime.streams.define(definition)
+        result = self.streams.define(definition)
         error = result.get("error")
         if error == "sources_not_found":
             raise NotFound(f"Source queue(s) not found: {', '.join(result['missing'])}")
@@ -50,22 +56,31 @@ class Define:
         media(resp, result, 201 if result["created"] else 200)
 
 
-class Poll:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+class Poll(_Route):
+    def __init__(
+        self,
+        streams: Streams,
+        body_limit: int,
+        timeouts: Timeouts,
+        maintenance: Maintenance,
+        require_database: Callable[[], None],
+    ) -> None:
+        super().__init__(streams, body_limit)
+        self.timeouts = timeouts
+        self.maintenance = maintenance
+        self.require_database = require_database  # 503 + Retry-After while it is down
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        s = self.runtime.settings
         poll = stream_body.poll_body(
-            json_object(req, s.max_body_size, known=stream_body.POLL_KEYS),
-            s.default_timeout_ms,
-            s.max_timeout_ms,
+            json_object(req, self.body_limit, known=stream_body.POLL_KEYS),
+            self.timeouts.default_ms,
+            self.timeouts.max_ms,
         )
-        if self.runtime.maintenance.pop_on:  # pop maintenance: nothing is handed out
+        if self.maintenance.pop_on:  # pop maintenance: nothing is handed out
             resp.status = 204
             return
-        self.runtime.require_database()
-        streams = self.runtime.streams
+        self.require_database()
+        streams = self.streams
         sources = streams.sources(poll.stream)
         if sources is None:
             raise _stream_not_found(poll.stream)
@@ -79,13 +94,13 @@ class Poll:
             resp,
             lambda gone, watch: streams.wait(intention, gone, watch),
             streams.release,
-            paused=lambda: self.runtime.maintenance.pop_on,
+            paused=lambda: self.maintenance.pop_on,
             what="stream polls",
         )
 
     def _once(self, resp: falcon.Response, request: StreamPollRequest) -> None:
         """timeout 0: one look, no waiting."""
-        streams = self.runtime.streams
+        streams = self.streams
         result = streams.poll_once(request)
         if result is None:
             resp.status = 204
@@ -94,105 +109,93 @@ class Poll:
         long_poll.write_leased(resp, orjson.dumps(result), lambda: streams.release([lease]))
 
 
-class Ack:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class Ack(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.ack_body(
-            json_object(req, self.runtime.settings.max_body_size, known=stream_body.ACK_KEYS)
-        )
-        result = self.runtime.streams.ack(body["leaseId"], body["success"])
+        body = stream_body.ack_body(json_object(req, self.body_limit, known=stream_body.ACK_KEYS))
+        result = self.streams.ack(body["leaseId"], body["success"])
         if result.get("error"):
             expired = " (expired)" if result.get("expired") else ""
             raise ValidationError(f"Invalid lease{expired}: {body['leaseId']}")
         media(resp, result)
 
 
-class RenewLease:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class RenewLease(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = stream_body.renew_body(
-            json_object(req, self.runtime.settings.max_body_size, known=stream_body.RENEW_KEYS)
+            json_object(req, self.body_limit, known=stream_body.RENEW_KEYS)
         )
-        result = self.runtime.streams.store.renew(body["leaseId"], body["extendMs"])
+        result = self.streams.store.renew(body["leaseId"], body["extendMs"])
         if result is None:
             raise NotFound(f"Lease not found or expired: {body['leaseId']}")
         media(resp, result)
 
 
-class Seek:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class Seek(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.seek_body(
-            json_object(req, self.runtime.settings.max_body_size, known=stream_body.SEEK_KEYS)
-        )
-        result = self.runtime.streams.seek(body)
+        body = stream_body.seek_body(json_object(req, self.body_limit, known=stream_body.SEEK_KEYS))
+        result = self.streams.seek(body)
         if result is None:
             raise _stream_not_found(body["stream"])
         media(resp, result)
 
 
-class StreamList:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class StreamList(_Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         namespace = name_param(req, "namespace", "Namespace")
-        media(resp, {"streams": self.runtime.streams.store.list_streams(namespace)})
+        media(resp, {"streams": self.streams.store.list_streams(namespace)})
 
 
-class StreamStats:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class StreamStats(_Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        stats = self.runtime.streams.store.stats()
-        stats["waitingPolls"] = self.runtime.streams.registry.size()
+        stats = self.streams.store.stats()
+        stats["waitingPolls"] = self.streams.registry.size()
         media(resp, stats)
 
 
-class Stream:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class Stream(_Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        detail = self.runtime.streams.store.detail(name)
+        detail = self.streams.store.detail(name)
         if detail is None:
             raise _stream_not_found(name)
         media(resp, detail)
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        if not self.runtime.streams.delete(name):
+        if not self.streams.delete(name):
             raise _stream_not_found(name)
         media(resp, {"deleted": True, "stream": name})
 
 
-class StreamConsumers:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
-
+class StreamConsumers(_Route):
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        consumers = self.runtime.streams.store.consumers(name)
+        consumers = self.streams.store.consumers(name)
         if consumers is None:
             raise _stream_not_found(name)
         media(resp, {"stream": name, "consumers": consumers})
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(
+    streams: Streams,
+    body_limit: int,
+    timeouts: Timeouts,
+    maintenance: Maintenance,
+    require_database: Callable[[], None],
+) -> list[Route]:
     """Consuming is read-write, reading read-only, deleting admin."""
+    poll = Poll(streams, body_limit, timeouts, maintenance, require_database)
     return [
-        route(f"{API}/stream/define", Define(runtime), POST=RW),
-        route(f"{API}/stream/poll", Poll(runtime), POST=RW),
-        route(f"{API}/stream/ack", Ack(runtime), POST=RW),
-        route(f"{API}/stream/renew-lease", RenewLease(runtime), POST=RW),
-        route(f"{API}/stream/seek", Seek(runtime), POST=RW),
-        route(f"{API}/resources/streams", StreamList(runtime), GET=(RO, {"namespace"})),
-        route(f"{API}/resources/streams/stats", StreamStats(runtime), GET=RO),
-        route(f"{API}/resources/streams/{{name}}", Stream(runtime), GET=RO, DELETE=ADMIN),
-        route(f"{API}/resources/streams/{{name}}/consumers", StreamConsumers(runtime), GET=RO),
+        route(f"{API}/stream/define", Define(streams, body_limit), POST=RW),
+        route(f"{API}/stream/poll", poll, POST=RW),
+        route(f"{API}/stream/ack", Ack(streams, body_limit), POST=RW),
+        route(f"{API}/stream/renew-lease", RenewLease(streams, body_limit), POST=RW),
+        route(f"{API}/stream/seek", Seek(streams, body_limit), POST=RW),
+        route(f"{API}/resources/streams", StreamList(streams, body_limit), GET=(RO, {"namespace"})),
+        route(f"{API}/resources/streams/stats", StreamStats(streams, body_limit), GET=RO),
+        route(
+            f"{API}/resources/streams/{{name}}", Stream(streams, body_limit), GET=RO, DELETE=ADMIN
+        ),
+        route(
+            f"{API}/resources/streams/{{name}}/consumers",
+            StreamConsumers(streams, body_limit),
+            GET=RO,
+        ),
     ]

@@ -12,57 +12,61 @@ from queen_threads.errors import NotFound
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, RO, RW, Route, route
-from queen_threads.runtime import Runtime
 from queen_threads.streams_sdk import body
+from queen_threads.streams_sdk.service import StreamsSdk
 
 PREFIX = "/streams/v1"
 
 
 class Queries:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, sdk: StreamsSdk, body_limit: int) -> None:
+        self.sdk = sdk
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.runtime.settings.max_body_size, known=body.REGISTER_KEYS)
-        media(resp, self.runtime.streams_sdk.register(body.register_body(raw)))
+        raw = json_object(req, self.body_limit, known=body.REGISTER_KEYS)
+        media(resp, self.sdk.register(body.register_body(raw)))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, {"queries": self.runtime.streams_sdk.queries()})
+        media(resp, {"queries": self.sdk.queries()})
 
 
 class Query:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, sdk: StreamsSdk, body_limit: int) -> None:
+        self.sdk = sdk
+        self.body_limit = body_limit
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        if not self.runtime.streams_sdk.delete(name):
+        if not self.sdk.delete(name):
             raise NotFound(f"Query not found: {name}")
         media(resp, {"success": True, "deleted": True, "name": name})
 
 
 class Cycle:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, sdk: StreamsSdk, body_limit: int) -> None:
+        self.sdk = sdk
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.runtime.settings.max_body_size, known=body.CYCLE_KEYS)
-        media(resp, self.runtime.streams_sdk.cycle(body.cycle_body(raw, producer_sub(req))))
+        raw = json_object(req, self.body_limit, known=body.CYCLE_KEYS)
+        media(resp, self.sdk.cycle(body.cycle_body(raw, producer_sub(req))))
 
 
 class StateGet:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, sdk: StreamsSdk, body_limit: int) -> None:
+        self.sdk = sdk
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.runtime.settings.max_body_size, known=body.STATE_GET_KEYS)
-        media(resp, self.runtime.streams_sdk.state(body.state_get_body(raw)))
+        raw = json_object(req, self.body_limit, known=body.STATE_GET_KEYS)
+        media(resp, self.sdk.state(body.state_get_body(raw)))
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(sdk: StreamsSdk, body_limit: int) -> list[Route]:
     """Cycles read-write, reading state read-only, deleting a query admin."""
     return [
-        route(f"{PREFIX}/queries", Queries(runtime), GET=RO, POST=RW),
-        route(f"{PREFIX}/queries/{{name}}", Query(runtime), DELETE=ADMIN),
-        route(f"{PREFIX}/cycle", Cycle(runtime), POST=RW),
-        route(f"{PREFIX}/state/get", StateGet(runtime), POST=RO),
+        route(f"{PREFIX}/queries", Queries(sdk, body_limit), GET=RO, POST=RW),
+        route(f"{PREFIX}/queries/{{name}}", Query(sdk, body_limit), DELETE=ADMIN),
+        route(f"{PREFIX}/cycle", Cycle(sdk, body_limit), POST=RW),
+        route(f"{PREFIX}/state/get", StateGet(sdk, body_limit), POST=RO),
     ]

@@ -12,9 +12,9 @@ from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_body, media
 from queen_threads.http.routes import API, RO, RW, Route, route
-from queen_threads.runtime import Runtime
 from queen_threads.timers import ops
 from queen_threads.timers.ops import TimerRequestInvalid
+from queen_threads.timers.service import TimerService
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -33,48 +33,51 @@ def _limit(req: falcon.Request) -> int:
 
 
 class Batch:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, timers: TimerService, body_limit: int) -> None:
+        self.timers = timers
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_body(req, self.runtime.settings.max_body_size)
+        body = json_body(req, self.body_limit)
         if not isinstance(body, dict):
             raise TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
         ignored.note(req, "body", sorted(key for key in body if key != "operations"))
         clean = ops.operations(body.get("operations"), producer_sub(req))
-        media(resp, {"results": self.runtime.timers.apply(clean)})
+        media(resp, {"results": self.timers.apply(clean)})
 
 
 class Listing:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, timers: TimerService, body_limit: int) -> None:
+        self.timers = timers
+        self.body_limit = body_limit
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         after = req.get_param("after") or None
         if after is not None:
             after = ops.timer_key(after)
-        page = self.runtime.timers.page(ops.queue_name(queue), after, _limit(req))
+        page = self.timers.page(ops.queue_name(queue), after, _limit(req))
         media(resp, page)
 
 
 class Timer:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(self, timers: TimerService, body_limit: int) -> None:
+        self.timers = timers
+        self.body_limit = body_limit
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str, key: str) -> None:
-        media(resp, self.runtime.timers.peek(ops.queue_name(queue), ops.timer_key(key)))
+        media(resp, self.timers.peek(ops.queue_name(queue), ops.timer_key(key)))
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, queue: str, key: str) -> None:
         txn = ops.txn_of(req.get_param("txn") or None, required=False)
-        result = self.runtime.timers.cancel(ops.queue_name(queue), ops.timer_key(key), txn)
+        result = self.timers.cancel(ops.queue_name(queue), ops.timer_key(key), txn)
         media(resp, result)
 
 
-def routes(runtime: Runtime) -> list[Route]:
+def routes(timers: TimerService, body_limit: int) -> list[Route]:
     """Scheduling and cancelling are read-write, reading read-only."""
     return [
-        route(f"{API}/timers", Batch(runtime), POST=RW),
-        route(f"{API}/timers/{{queue}}", Listing(runtime), GET=(RO, {"after", "limit"})),
-        route(f"{API}/timers/{{queue}}/{{key:path}}", Timer(runtime),
+        route(f"{API}/timers", Batch(timers, body_limit), POST=RW),
+        route(f"{API}/timers/{{queue}}", Listing(timers, body_limit), GET=(RO, {"after", "limit"})),
+        route(f"{API}/timers/{{queue}}/{{key:path}}", Timer(timers, body_limit),
               GET=RO, DELETE=(RW, {"txn"})),
     ]  # fmt: skip

@@ -12,6 +12,7 @@ lock guards (a lost `required` precondition rolls everything back and answers 20
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import falcon
@@ -20,8 +21,8 @@ from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.kv import ops as kv_ops
+from queen_threads.queue.service import QueueService
 from queen_threads.resources.push import retry_after_when_full
-from queen_threads.runtime import Runtime
 from queen_threads.timers import ops as timer_ops
 
 FIELDS = ("operations", "requiredLeases", "kv", "timers")
@@ -66,11 +67,18 @@ def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
 
 
 class Transaction:
-    def __init__(self, runtime: Runtime) -> None:
-        self.runtime = runtime
+    def __init__(
+        self,
+        queues: QueueService,
+        scheduled: Callable[[list[dict[str, Any]], float], None],
+        body_limit: int,
+    ) -> None:
+        self.queues = queues
+        self.scheduled = scheduled  # the timers' lateness clock (TimerService.scheduled)
+        self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.runtime.settings.max_body_size, known=FIELDS)
+        body = json_object(req, self.body_limit, known=FIELDS)
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")
@@ -81,9 +89,9 @@ class Transaction:
             raise v.ValidationError("operations array cannot be empty")
         ops = [operation(op, sub) for op in raw]
         sent = time.monotonic()
-        result = self.runtime.queues.transaction(ops, leases, extra)
+        result = self.queues.transaction(ops, leases, extra)
         if result.get("success") and extra.get("timers"):
-            self.runtime.timers.scheduled(extra["timers"], sent)
+            self.scheduled(extra["timers"], sent)
         retry_after_when_full(resp, result.get("results") or [])
         verdict = result.get("success") or result.get("reason") == "kv_precondition"
         media(resp, result, 200 if verdict else 409)

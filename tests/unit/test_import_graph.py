@@ -123,6 +123,19 @@ def test_the_folder_check_finds_a_circle_through_different_modules() -> None:
     assert circles(folder_graph(graph)) == [["queen_threads.reads", "queen_threads.runtime"]]
 
 
+def test_no_route_module_takes_the_runtime() -> None:
+    """A module that declares routes (imports `http/routes.py`) is handed what its
+    resources use; only the app (the composition root) reads the Runtime."""
+    known = modules()
+    graph = {name: imported(name, path, known) for name, path in known.items()}
+    route_modules = {
+        name for name, targets in graph.items() if "queen_threads.http.routes" in targets
+    } - {"queen_threads.app", "queen_threads.http.auth", "queen_threads.http.ignored"}
+    assert len(route_modules) > 10
+    takers = sorted(name for name in route_modules if "queen_threads.runtime" in graph[name])
+    assert takers == [], f"route modules that import the Runtime: {takers}"
+
+
 def test_the_check_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
