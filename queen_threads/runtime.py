@@ -12,7 +12,7 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 from queen_threads import __version__, migrate
 from queen_threads.auth import Authenticator, build_verifier
@@ -64,6 +64,14 @@ log = logging.getLogger("queen_threads.runtime")
 
 UNAVAILABLE_RETRY_S = 2  # Retry-After of a pop refused while the database is down
 SCHEMA_RETRY_MAX_S = 2.0  # longest pause between migration attempts at start
+
+
+class Service(Protocol):
+    """What the runtime starts and stops."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> object: ...
 
 
 def pool_config(settings: Settings, dsn: str) -> PoolConfig:
@@ -124,10 +132,8 @@ class Runtime:
             str(self.worker_id),
             on_decryption_error=self.store.decryption_failed,
         )
-        self.queues = QueueService(self.store, self.polling)
         self.reads = ReadStore(self.db, cipher)
         self.ephemeral = EphemeralQueues(EphemeralStore(self.db))
-        self.queues.on_push_results = count_buffered
         # Streams wait on the same response queues; pushes into their sources wake them.
         self.streams = Streams(
             settings,
@@ -136,11 +142,8 @@ class Runtime:
             self.worker_id,
             cover,
         )
-        # The official clients' streaming SDK: its cycles push and ack like transactions.
-        self.streams_sdk = MeteredStreamsSdk(self.db, self.store, self.queues)
         self.interest.watch(self.polling.registry.waiting_selectors)
         self.interest.watch(self.streams.registry.waiting_selectors)
-        self.queues.sinks.append(lambda event: self.streams.on_event(event, "push"))
         self.peers = PeerService(
             self._on_peer_event,
             http_peers=settings.peers,
@@ -153,13 +156,11 @@ class Runtime:
             udp_bind=settings.udp_bind,
             closed=settings.jwt_enabled,
         )
-        self.queues.sinks.append(self.peers)
         # Pushes and acks wake other processes after their commit (wake/notifier.py).
         self.targets = WakeTargets(
             self.store.read_wake_interest, origin, lambda: self.store.wake_epoch
         )
         self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted)
-        self.queues.sinks.append(self.notifier)
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         self.schema_ready = threading.Event()
         self._schema_retry = threading.Event()  # try the migration now, not after the backoff
@@ -172,11 +173,19 @@ class Runtime:
             self.direct_dsn,
             self.store,
             self.maintenance,
-            on_replayed=self.queues.announce_pushed,
+            on_replayed=lambda pairs: self.queues.announce_pushed(pairs),
             ready=self.schema_ready.is_set,
             ping=self.db.ping,
         )
-        self.queues.failover = self.buffer.push
+        self.queues = QueueService(
+            self.store,
+            self.polling,
+            sinks=[lambda event: self.streams.on_event(event, "push"), self.peers, self.notifier],
+            failover=self.buffer.push,
+            on_push_results=count_buffered,
+        )
+        # The official clients' streaming SDK: its cycles push and ack like transactions.
+        self.streams_sdk = MeteredStreamsSdk(self.db, self.store, self.queues)
         hostname = socket.gethostname()
         owner = f"{hostname}:{settings.port}:{self.worker_id}"
         self.operations = RetentionServices(
@@ -235,29 +244,36 @@ class Runtime:
             ),
             backlog=self.admin.backlog,
             buffer=self.buffer.status,
+            collectors=[TimersCollector(self.timers.store.stats)],
         )
-        assert self.instruments.exposition is not None
-        self.instruments.exposition.collectors.append(TimersCollector(self.timers.store.stats))
+        # Every service, in the order they start; they stop in reverse. Those of `at_exit`
+        # stop only at worker exit (`stop`), after the requests in flight: the buffer and
+        # the maintenance switches serve them, and the collector's last flush needs the
+        # pool. The others stop when shutdown begins (`begin_shutdown`), the poll workers
+        # first, so every waiting long poll is answered at once.
+        wake: list[Service] = [self.listener, self.interest] if settings.listen_notify else []
+        at_exit: list[Service] = [self.auth, self.collector, self.maintenance, self.buffer]
+        at_shutdown: list[Service] = [
+            self.instruments,
+            self.timers_retention,
+            self.timers,
+            self.kv_sweeper,
+            self.metrics_service,
+            self.operations,
+            self.notifier,
+            self.peers,
+            *wake,
+            self.ephemeral,
+            self.streams,
+            self.polling,
+        ]
+        self.services = [*at_exit, *at_shutdown]
+        self._at_exit = len(at_exit)
 
     def start(self) -> None:
         threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
-        self.auth.start()
-        self.polling.start()
-        self.streams.start()
-        if self.settings.listen_notify:
-            self.listener.start()
-            self.interest.start()
-        self.peers.start()
-        self.notifier.start()
-        self.maintenance.start()
-        self.buffer.start()
-        self.operations.start()
-        self.metrics_service.start()
-        self.kv_sweeper.start()
-        self.timers.start()
-        self.timers_retention.start()
-        self.collector.start()
-        self.instruments.start()
+        for service in self.services:
+            service.start()
 
     def _on_wakeup(self, event: dict[str, Any]) -> None:
         """A NOTIFY from any process; this process's own were acted on when sent."""
@@ -332,24 +348,12 @@ class Runtime:
                 return
             self._stopping.set()
             self._schema_retry.set()
-            self.polling.stop(timeout=1.0)
-            self.streams.stop(timeout=1.0)
-            self.ephemeral.stop()
-            self.interest.stop()
-            self.listener.stop()
-            self.peers.stop()
-            self.notifier.stop()
-            self.operations.stop()
-            self.metrics_service.stop()
-            self.kv_sweeper.stop()
-            self.timers.stop()
-            self.timers_retention.stop()
-            self.instruments.stop()
+            for service in reversed(self.services[self._at_exit :]):
+                service.stop()
 
     def stop(self) -> None:
         """Worker exit: everything in flight has finished; close the pool."""
         self.begin_shutdown()
-        self.buffer.stop()
-        self.maintenance.stop()
-        self.collector.stop()  # the last flush, while the pool is open
+        for service in reversed(self.services[: self._at_exit]):
+            service.stop()
         self.db.close()

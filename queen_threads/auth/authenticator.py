@@ -39,6 +39,9 @@ class Authenticator:
         if self.verifier is not None:
             self.verifier.start()
 
+    def stop(self) -> None:
+        """Nothing to stop: the key refresh (if any) is a daemon thread."""
+
     def skips(self, path: str) -> bool:
         """JWT_SKIP_PATHS: served without a token."""
         return path in self._skip or path.startswith(self._skip_under)

@@ -82,6 +82,9 @@ class EphemeralQueues:
     def totals(self) -> dict[str, Any]:
         return {**self.store.totals(), "waitingPops": self.gates.waiting()}
 
+    def start(self) -> None:
+        """Nothing to start: a gate exists while a pop waits on it."""
+
     def stop(self) -> None:
         self.gates.stop()
 

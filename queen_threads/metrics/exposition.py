@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -153,12 +153,18 @@ class _DefaultRegistry:
 class Exposition:
     """Renders /metrics/prometheus for the whole server (every worker process)."""
 
-    def __init__(self, sampler: Sampler, backlog: BacklogSource, buffer: BufferStatus) -> None:
+    def __init__(
+        self,
+        sampler: Sampler,
+        backlog: BacklogSource,
+        buffer: BufferStatus,
+        collectors: Sequence[Any] = (),
+    ) -> None:
         self.sampler = sampler
         self.backlog = BacklogCollector(backlog)
         self.buffer = BufferCollector(buffer)
-        # Other rooms' scrape-time collectors (e.g. the timers' gauges), added by runtime.py.
-        self.collectors: list[Any] = []
+        # Other rooms' scrape-time collectors (e.g. the timers' gauges), from runtime.py.
+        self.collectors = list(collectors)
 
     def render(self, accept: str | None) -> tuple[bytes, str]:
         self.sampler.sample()
@@ -187,8 +193,14 @@ class Instruments:
         self.minutes = QueueMinutes()  # per-queue analytics counts until the next flush
         self.exposition: Exposition | None = None
 
-    def bind(self, sampler: Sampler, backlog: BacklogSource, buffer: BufferStatus) -> None:
-        self.exposition = Exposition(sampler, backlog, buffer)
+    def bind(
+        self,
+        sampler: Sampler,
+        backlog: BacklogSource,
+        buffer: BufferStatus,
+        collectors: Sequence[Any] = (),
+    ) -> None:
+        self.exposition = Exposition(sampler, backlog, buffer, collectors)
 
     def start(self) -> None:
         if self.exposition is not None:

@@ -8,7 +8,7 @@ and instances also hear of it through PostgreSQL NOTIFY, sent by the stored func
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from queen_threads.polling import PopRequest
@@ -25,14 +25,21 @@ PushObserver = Callable[[list[dict[str, Any]], list[dict[str, Any]]], None]
 
 
 class QueueService:
-    def __init__(self, store: QueueStore, polling: PollingService) -> None:
+    def __init__(
+        self,
+        store: QueueStore,
+        polling: PollingService,
+        sinks: Sequence[WakeupSink] = (),
+        failover: Failover | None = None,
+        on_push_results: PushObserver | None = None,
+    ) -> None:
         self.store = store
         self.polling = polling
-        self.sinks: list[WakeupSink] = []
+        self.sinks = list(sinks)
         self.batcher = PushBatcher(store.push)
-        self.failover: Failover | None = None
+        self.failover = failover
         # Sees the results of every push of the HTTP path (metrics count `buffered` items).
-        self.on_push_results: PushObserver | None = None
+        self.on_push_results = on_push_results
 
     def _announce(self, event: dict[str, Any]) -> None:
         self.polling.on_event(event, source="push")
