@@ -11,6 +11,8 @@ const REFRESH_MS = 3000;
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const tools = document.getElementById("tools");
+const navToggle = document.getElementById("nav-toggle");
+const topbar = document.querySelector(".topbar");
 let current = { refresh: null, cleanups: [] };
 let inFlight = null;
 let queued = null;
@@ -22,7 +24,7 @@ function banner(message) {
   let el = document.getElementById("banner");
   if (!el) {
     el = h("div.banner#banner", { role: "alert" });
-    document.querySelector(".topbar").after(el);
+    topbar.after(el);
   }
   el.textContent = message;
 }
@@ -80,6 +82,16 @@ document.addEventListener("visibilitychange", () => {
 window.addEventListener("queen:refresh", () => refresh());
 
 // ---- pages ---------------------------------------------------------------------------------
+// Where the bar is too narrow for every tab (app.css) they sit behind the "Pages" button;
+// picking a page, Escape or a click elsewhere closes them.
+function showMenu(open) {
+  topbar.classList.toggle("nav-open", open);
+  navToggle.setAttribute("aria-expanded", String(open));
+}
+navToggle.addEventListener("click", () => showMenu(navToggle.getAttribute("aria-expanded") !== "true"));
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") showMenu(false); });
+document.addEventListener("click", (e) => { if (!topbar.contains(e.target)) showMenu(false); });
+
 function drawNav(path) {
   fill(nav, PAGES.map((p) => h("a", {
     href: p.path, "aria-current": p.path === path ? "page" : undefined,
@@ -89,6 +101,7 @@ function drawNav(path) {
 async function show(path) {
   for (const fn of current.cleanups) fn();
   current = { refresh: null, cleanups: [] };
+  showMenu(false);
   drawNav(path);
   const page = pageFor(path);
   const container = h("div.page");
