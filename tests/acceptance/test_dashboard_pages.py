@@ -16,9 +16,9 @@ from pathlib import Path
 
 import orjson
 import pytest
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import DESKTOP, PHONE, Console, browser_page
+from tests.support.browser import DESKTOP, PHONE, Console, browser_page, shown_whole
 from tests.support.queue_http import QueueHttp
 from tests.support.server import ServerProcess
 
@@ -150,29 +150,6 @@ def test_every_page_from_the_nav_bar_and_from_its_url(
             wait_for_data(page, heading, ready)
         page.go_back()  # history works between pages
         expect(page.locator("h1")).to_have_text("Traces")
-
-
-def shown_whole(link: Locator) -> str | None:
-    """Why `link` is not shown whole where a person could click it (None when it is): its
-    box must lie inside the viewport and inside every ancestor that clips its overflow,
-    and its centre must hit the link itself (nothing drawn over it)."""
-    return link.evaluate(
-        """(a) => {
-          const box = a.getBoundingClientRect();
-          if (box.width === 0 || box.height === 0) return "not displayed";
-          const inside = (r) => box.left >= r.left - 0.5 && box.right <= r.right + 0.5
-            && box.top >= r.top - 0.5 && box.bottom <= r.bottom + 0.5;
-          if (!inside({left: 0, top: 0, right: innerWidth, bottom: innerHeight}))
-            return `outside the ${innerWidth}x${innerHeight} viewport (${box.left}..${box.right})`;
-          for (let el = a.parentElement; el && el !== document.body; el = el.parentElement) {
-            if (getComputedStyle(el).overflowX !== "visible" && !inside(el.getBoundingClientRect()))
-              return `cut off by its container (${box.left}..${box.right} in ` +
-                `${el.getBoundingClientRect().left}..${el.getBoundingClientRect().right})`;
-          }
-          const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
-          return hit && a.contains(hit) ? null : "covered by another element";
-        }"""
-    )
 
 
 TABLET = {"width": 1024, "height": 768}

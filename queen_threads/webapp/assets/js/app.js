@@ -35,14 +35,19 @@ window.addEventListener("unhandledrejection", (e) => {
 });
 
 // ---- live refresh, paused while the tab is hidden -----------------------------------------
-const liveText = h("span.text", "Live");
+// "Live · <time of the last refresh>"; the time also in the tooltip, for a bar that hides it
+const liveWord = document.createTextNode("Live");
+const liveTime = h("span.time");
 const live = h("button.live.icon", { type: "button", title: "Pause or resume the live refresh" },
-  h("span.dot"), liveText);
+  h("span.dot"), h("span.text", liveWord, liveTime));
 live.addEventListener("click", () => {
   paused = !paused;
   live.classList.toggle("paused", paused);
   if (!paused) schedule(0);
-  else liveText.textContent = "Paused";
+  else {
+    liveWord.textContent = "Paused";
+    liveTime.textContent = "";
+  }
 });
 
 /** Refresh the page; asked for while a refresh runs, it runs once more after that one. */
@@ -57,7 +62,12 @@ function refresh() {
     .then(() => run())
     .then(() => {
       live.classList.remove("failing");
-      if (!paused) liveText.textContent = `Live · ${new Date().toLocaleTimeString()}`;
+      if (!paused) {
+        const time = new Date().toLocaleTimeString();
+        liveWord.textContent = "Live";
+        liveTime.textContent = ` · ${time}`;
+        live.title = `Refreshed at ${time}: pause or resume the live refresh`;
+      }
     })
     .catch((err) => {
       live.classList.add("failing");
@@ -134,7 +144,7 @@ async function show(path) {
 function drawTools() {
   const signedIn = Boolean(token());
   fill(tools, live, themeButton(), signedIn
-    ? h("button.icon", { type: "button", title: "Forget the token of this tab", onclick: () => {
+    ? h("button.icon.sign-out", { type: "button", title: "Forget the token of this tab", onclick: () => {
       clearToken();
       show(location.pathname);
     } }, "Sign out")
