@@ -24,7 +24,6 @@ from queen_threads.resources import (
     maintenance,
     pop,
     status,
-    streams,
     streams_sdk,
     timers,
 )
@@ -44,6 +43,7 @@ from queen_threads.resources.push import Push
 from queen_threads.resources.queues import Configure
 from queen_threads.resources.transaction import Transaction
 from queen_threads.runtime import Runtime
+from queen_threads.streams import routes as streams
 
 
 def route_table(runtime: Runtime) -> RouteTable:
@@ -80,7 +80,10 @@ def route_table(runtime: Runtime) -> RouteTable:
         *admin.routes(rt.admin, rt.store, rt.queues, body_limit),
         *maintenance.routes(rt.maintenance, rt.buffer, body_limit),
         *status.routes(rt.admin),
-        *streams.routes(rt.streams, body_limit, timeouts, rt.maintenance, rt.require_database),
+        *streams.routes(
+            rt.streams, rt.stream_store, rt.stream_polling, body_limit, timeouts,
+            rt.maintenance, rt.require_database,
+        ),
         *streams_sdk.routes(rt.streams_sdk, body_limit),
         *kv.routes(rt.kv, body_limit),
         *timers.routes(rt.timers, body_limit),
@@ -101,7 +104,7 @@ def metrics_sections(rt: Runtime) -> dict[str, Section]:
         "messages": counters.messages_snapshot,
         "database": lambda: {**rt.db.pool.stats(), "queries": counters.db_snapshot()},
         "longPolling": rt.polling.stats,
-        "streamPolling": rt.streams.stats,
+        "streamPolling": rt.stream_polling.stats,
         "timers": rt.timers.stats,
         "ephemeral": ephemeral_section(rt.db.pool, rt.ephemeral),
         "wakeupListener": rt.listener.stats,

@@ -33,7 +33,6 @@ from queen_threads.metrics import (
     MeteredPollingService,
     MeteredQueueStore,
     MeteredStreamsSdk,
-    MeteredStreamStore,
     ObservedRequestStats,
     ProcessIdentity,
     ProcessReader,
@@ -50,9 +49,15 @@ from queen_threads.queue.analytics_store import AnalyticsStore
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
-from queen_threads.queue.streams import Streams
 from queen_threads.reads import ReadStore
 from queen_threads.settings import Settings
+from queen_threads.streams import (
+    StreamMetrics,
+    StreamPollingService,
+    Streams,
+    StreamStore,
+    StreamWindowPopper,
+)
 from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
@@ -134,16 +139,19 @@ class Runtime:
         )
         self.reads = ReadStore(self.db, cipher)
         self.ephemeral = EphemeralQueues(EphemeralStore(self.db))
-        # Streams wait on the same response queues; pushes into their sources wake them.
-        self.streams = Streams(
+        # Stream polls wait on the same response queues; pushes into their sources wake
+        # them (streams/).
+        self.stream_store = StreamStore(self.db, self.store, StreamMetrics())
+        self.stream_polling = StreamPollingService(
             settings,
-            MeteredStreamStore(self.db, self.store),
+            StreamWindowPopper(self.stream_store),
             self.polling.responses,
             self.worker_id,
             cover,
         )
+        self.streams = Streams(self.stream_store, self.stream_polling)
         self.interest.watch(self.polling.registry.waiting_selectors)
-        self.interest.watch(self.streams.registry.waiting_selectors)
+        self.interest.watch(self.stream_polling.registry.waiting_selectors)
         self.peers = PeerService(
             self._on_peer_event,
             http_peers=settings.peers,
@@ -180,7 +188,11 @@ class Runtime:
         self.queues = QueueService(
             self.store,
             self.polling,
-            sinks=[lambda event: self.streams.on_event(event, "push"), self.peers, self.notifier],
+            sinks=[
+                lambda event: self.stream_polling.on_event(event, "push"),
+                self.peers,
+                self.notifier,
+            ],
             failover=self.buffer.push,
             on_push_results=count_buffered,
         )
@@ -240,7 +252,7 @@ class Runtime:
                 self.listener,
                 self.maintenance,
                 self.peers,
-                streams=self.streams,
+                streams=self.stream_polling,
             ),
             backlog=self.admin.backlog,
             buffer=self.buffer.status,
@@ -264,7 +276,7 @@ class Runtime:
             self.peers,
             *wake,
             self.ephemeral,
-            self.streams,
+            self.stream_polling,
             self.polling,
         ]
         self.services = [*at_exit, *at_shutdown]
@@ -281,16 +293,16 @@ class Runtime:
             return
         if not self.notifier.is_own(event):
             self.polling.on_event(event)
-            self.streams.on_event(event)
+            self.stream_polling.on_event(event)
 
     def _on_peer_event(self, event: dict[str, Any], source: str = "notify") -> None:
         """A notification from a peer instance (or a sibling process relaying one)."""
         self.polling.on_event(event, source)
-        self.streams.on_event(event, source)
+        self.stream_polling.on_event(event, source)
 
     def _wake_everything(self) -> None:
         self.polling.pool.wake_all("notify")
-        self.streams.polling.pool.wake_all("notify")
+        self.stream_polling.pool.wake_all("notify")
 
     def _ensure_schema(self) -> None:
         """Apply migrations; while the database is down keep trying in the background

@@ -1,9 +1,9 @@
 """The measuring points: thin subclasses of the runtime's own objects, composed in runtime.py.
 
-`TimedDatabase`, `MeteredQueueStore`, `MeteredStreamStore`, `MeteredPollingService`,
+`TimedDatabase`, `MeteredQueueStore`, `MeteredPollingService`,
 `ObservedRequestStats` and `MeteredAuthenticator` count every path once: HTTP pushes,
 transactions and buffer replays all go through the store; immediate and long-poll pops
-too, and so do stream polls (timeout 0 and the stream poll workers) and stream acks.
+too. (The streams count through their store's observer, streams/metrics.py.)
 `count_buffered` and `observe_service` are the hooks of the failover buffer and of the
 background services.
 """
@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
-
-from prometheus_client import Counter
+from typing import Any
 
 from queen_threads.auth import Authenticator
 from queen_threads.background.exclusive import RunOutcome
@@ -25,26 +23,13 @@ from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
 from queen_threads.errors import Conflict
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
+from queen_threads.metrics.labels import inc, inc_counts
 from queen_threads.metrics.minutes import QueueMinutes
 from queen_threads.polling import Cover, PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
-from queen_threads.queue.stream_store import StreamStore
 from queen_threads.settings import Settings
 from queen_threads.streams_sdk import StreamsSdk
-
-Labels = TypeVar("Labels", bound=tuple[str, ...])
-
-
-def _inc(counter: Counter, labels: Iterable[tuple[str, ...]]) -> None:
-    """Add one to `counter{labels}` per item (one call per distinct set of labels)."""
-    _inc_counts(counter, collections.Counter(labels))
-
-
-def _inc_counts(counter: Counter, counts: Mapping[Labels, int]) -> None:
-    """Add `n` to `counter{labels}` per (labels, n) of `counts`."""
-    for key, n in counts.items():
-        counter.labels(*key).inc(n)
 
 
 class TimedDatabase(Database):
@@ -100,7 +85,7 @@ class MeteredQueueStore(QueueStore):
     def _pushed(self, pairs: Iterable[tuple[str, str]]) -> collections.Counter[tuple[str, str]]:
         """Count (queue, status) pairs of push results, one pass; the counts."""
         counts = collections.Counter(pairs)
-        _inc_counts(prom().pushed, counts)
+        inc_counts(prom().pushed, counts)
         queued = {queue: n for (queue, status), n in counts.items() if status == "queued"}
         if self.counters is not None:
             self.counters.pushed.add(sum(queued.values()))
@@ -127,7 +112,7 @@ class MeteredQueueStore(QueueStore):
             (str(m.get("queue") or ""),) for result in results for m in result.get("messages") or ()
         ]
         if delivered:
-            _inc(prom().popped, delivered)
+            inc(prom().popped, delivered)
             if self.counters is not None:
                 self.counters.popped.add(len(delivered))
             if self.minutes is not None:
@@ -140,7 +125,7 @@ class MeteredQueueStore(QueueStore):
             self.counters.decryption_errors.add(1)
 
     def _acked(self, pairs: list[tuple[str, str]]) -> None:
-        _inc(prom().acked, pairs)
+        inc(prom().acked, pairs)
         if self.counters is not None:
             self.counters.acked.add(sum(1 for _, status in pairs if status != "rejected"))
         if self.minutes is not None:
@@ -186,31 +171,6 @@ class MeteredQueueStore(QueueStore):
         return result
 
 
-class MeteredStreamStore(StreamStore):
-    """StreamStore counting the windows the database leased (every stream poll, waiting or
-    not, goes through `poll`), those among them delivered again after their lease
-    expired, and the acks by outcome (queen_stream_windows_*_total, by stream)."""
-
-    def poll(self, requests: Sequence[dict[str, Any]], stop_on_empty: bool) -> list[dict[str, Any]]:
-        results = super().poll(requests, stop_on_empty)
-        leased = [r for r in results if r.get("window")]
-        if leased:
-            metrics = prom()
-            _inc(metrics.stream_delivered, (_stream_of(r) for r in leased))
-            again = (
-                _stream_of(r) for r in leased if r.get("redelivered") and not r.get("released")
-            )
-            _inc(metrics.stream_redelivered, again)
-        return results
-
-    def ack(self, lease_id: str, success: bool) -> dict[str, Any]:
-        result = super().ack(lease_id, success)
-        if not result.get("error"):
-            outcome = "success" if result.get("success") else "released"
-            prom().stream_acked.labels(str(result.get("stream") or ""), outcome).inc()
-        return result
-
-
 class MeteredStreamsSdk(StreamsSdk):
     """StreamsSdk counting its cycles, committed or refused (queen_sdk_cycles_total)."""
 
@@ -224,13 +184,9 @@ class MeteredStreamsSdk(StreamsSdk):
         return result
 
 
-def _stream_of(result: dict[str, Any]) -> tuple[str]:
-    return (str(result["window"].get("stream") or ""),)
-
-
 def _count_rejected(results: Iterable[dict[str, Any]]) -> None:
     """queen_push_rejected_total: push results the database refused, with their reason."""
-    _inc(
+    inc(
         prom().push_rejected,
         (
             (str(r.get("queueName") or ""), str(r["reason"]))
@@ -297,7 +253,7 @@ class MeteredAuthenticator(Authenticator):
 
 def count_buffered(items: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
     """Push results of the HTTP path: count the items the failover buffer took."""
-    _inc(
+    inc(
         prom().pushed,
         (
             (str(item.get("queue") or ""), "buffered")

@@ -5,7 +5,7 @@ A ``wait=true`` pop opens a slot in its :class:`ResponseQueue`, registers a
 :class:`PollWorker`; the worker pops for the intention's group through a :class:`Popper`
 and posts the answer back. :class:`LongPollService` wraps that flow for the HTTP layer.
 
-The same machinery serves the stream polls (:class:`StreamPollIntention`): any
+The same machinery serves the stream polls (`streams/intention.py`): any
 :class:`Intention` fits the registry, the workers and the service; :class:`PollStack`
 assembles one kind of long poll.
 """
@@ -29,7 +29,6 @@ from .request import PopRequest
 from .responses import Response, ResponseQueue, ResponseQueues
 from .sharding import shard_of
 from .stack import PollStack
-from .stream_intention import StreamGroupKey, StreamPollIntention, StreamPollRequest
 from .worker import WAKE_SOURCES, PollWorker, PollWorkerPool, WorkerCounters
 
 __all__ = [
@@ -64,9 +63,6 @@ __all__ = [
     "Response",
     "ResponseQueue",
     "ResponseQueues",
-    "StreamGroupKey",
-    "StreamPollIntention",
-    "StreamPollRequest",
     "Waker",
     "Watch",
     "WorkerCounters",

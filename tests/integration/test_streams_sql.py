@@ -24,7 +24,7 @@ import pytest
 from queen_threads.background.exclusive import Session, session
 from queen_threads.background.retention import cleanup_messages
 from queen_threads.db import Database
-from queen_threads.http.stream_body import define_body
+from queen_threads.streams.body import define_body
 
 Conn = psycopg2.extensions.connection
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -17,14 +17,12 @@ from queen_threads.polling import (
     PopResult,
     Response,
     ResponseQueues,
-    StreamGroupKey,
-    StreamPollIntention,
-    StreamPollRequest,
     shard_of,
 )
 from queen_threads.polling.clock import ManualClock
-from queen_threads.queue.stream_polling import StreamPollingService
 from queen_threads.settings import load_settings
+from queen_threads.streams.intention import StreamGroupKey, StreamPollIntention, StreamPollRequest
+from queen_threads.streams.polling import StreamPollingService
 from tests.support.keys import qk
 from tests.support.polling_fakes import make_intention
 

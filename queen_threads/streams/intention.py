@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .intention import GroupSelector
+from queen_threads.polling import GroupSelector
 
 __all__ = ["STREAM_KIND", "StreamGroupKey", "StreamPollIntention", "StreamPollRequest"]
 

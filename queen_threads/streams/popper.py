@@ -8,8 +8,9 @@ from collections.abc import Sequence
 
 import orjson
 
-from queen_threads.polling import PopResult, StreamPollIntention
-from queen_threads.queue.stream_store import StreamStore
+from queen_threads.polling import PopResult
+from queen_threads.streams.intention import StreamPollIntention
+from queen_threads.streams.store import StreamStore
 
 
 class StreamWindowPopper:

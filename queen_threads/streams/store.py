@@ -8,18 +8,29 @@ queues on the way out (the same way pops do).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from queen_threads.db import Database
 from queen_threads.queue.store import QueueStore
 
 
+class StreamObserver(Protocol):
+    """Sees what the database did (streams/metrics.py counts it)."""
+
+    def polled(self, results: Sequence[dict[str, Any]]) -> None: ...
+
+    def acked(self, result: dict[str, Any]) -> None: ...
+
+
 class StreamStore:
     """The stream statements of `schema/queries/streams.sql`."""
 
-    def __init__(self, db: Database, queues: QueueStore) -> None:
+    def __init__(
+        self, db: Database, queues: QueueStore, observer: StreamObserver | None = None
+    ) -> None:
         self.db = db
         self._queues = queues
+        self.observer = observer
 
     def define(self, definition: dict[str, Any]) -> dict[str, Any]:
         """Create, keep or replace a definition; {error: ...} when it cannot."""
@@ -40,10 +51,15 @@ class StreamStore:
             if window:
                 for message in window.get("messages") or ():
                     self._queues.open_message(message)
+        if self.observer is not None:
+            self.observer.polled(results)
         return results
 
     def ack(self, lease_id: str, success: bool) -> dict[str, Any]:
-        return dict(self.db.call("stream_ack", {"leaseId": lease_id, "success": success}))
+        result = dict(self.db.call("stream_ack", {"leaseId": lease_id, "success": success}))
+        if self.observer is not None:
+            self.observer.acked(result)
+        return result
 
     def renew(self, lease_id: str, extend_ms: int) -> dict[str, Any] | None:
         result = self.db.call("stream_renew", {"leaseId": lease_id, "extendMs": extend_ms})

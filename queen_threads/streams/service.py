@@ -1,27 +1,17 @@
-"""Streams of one worker process: the store, the stream poll workers and their wake-ups."""
+"""Streams of one worker process: what a stream route does beyond one statement."""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from queen_threads.errors import NotFound
-from queen_threads.polling import (
-    Cover,
-    PollIntentionRegistry,
-    Response,
-    ResponseQueues,
-    StreamPollIntention,
-    StreamPollRequest,
-    Watch,
-)
-from queen_threads.queue.stream_polling import StreamPollingService
-from queen_threads.queue.stream_popper import StreamWindowPopper
-from queen_threads.queue.stream_store import StreamStore
-from queen_threads.settings import Settings
+from queen_threads.streams.intention import StreamPollRequest
+from queen_threads.streams.polling import StreamPollingService
+from queen_threads.streams.store import StreamStore
 
 log = logging.getLogger("queen_threads.streams")
 
@@ -35,45 +25,15 @@ cached."""
 
 
 class Streams:
-    """What the stream routes use: the store for definitions and admin reads, the stream
-    polling service for waiting polls, and the wake-ups acks and seeks owe the waiters of
-    their group (here at once; other processes hear the stored function's NOTIFY)."""
+    """The stream routes' behaviour beyond storage: the cache of each stream's sources
+    (kept true by define and delete), one look for a window without waiting, and the
+    wake-ups acks and seeks owe the waiters of their group (here at once; other
+    processes hear the stored function's NOTIFY). Waiting polls go to `polling`."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: StreamStore,
-        responses: ResponseQueues,
-        worker_id: int,
-        cover: Cover | None = None,
-    ) -> None:
+    def __init__(self, store: StreamStore, polling: StreamPollingService) -> None:
         self.store = store
+        self.polling = polling
         self._sources: dict[str, tuple[float, tuple[str, ...]]] = {}
-        self.popper = StreamWindowPopper(store)
-        self.polling = StreamPollingService(settings, self.popper, responses, worker_id, cover)
-
-    @property
-    def registry(self) -> PollIntentionRegistry[StreamPollIntention]:
-        return self.polling.registry
-
-    def start(self) -> None:
-        self.polling.start()
-
-    def stop(self, timeout: float = 1.0) -> bool:
-        return self.polling.stop(timeout)
-
-    def intention(
-        self, request: StreamPollRequest, timeout_ms: int, request_id: str
-    ) -> StreamPollIntention:
-        return self.polling.intention(request, timeout_ms, request_id)
-
-    def wait(
-        self,
-        intention: StreamPollIntention,
-        is_disconnected: Callable[[], bool],
-        watch: Watch | None = None,
-    ) -> Response | None:
-        return self.polling.wait(intention, is_disconnected, watch)
 
     def sources(self, stream: str) -> tuple[str, ...] | None:
         """The stream's source queue names (None: no such stream), read at most every
@@ -124,9 +84,3 @@ class Streams:
         if result is not None:
             self.polling.on_group(result["stream"], result["consumerGroup"], "push")
         return result
-
-    def on_event(self, event: dict[str, Any], source: str = "notify") -> None:
-        self.polling.on_event(event, source)
-
-    def stats(self) -> dict[str, object]:
-        return self.polling.stats()

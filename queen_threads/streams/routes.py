@@ -2,7 +2,7 @@
 reads under /api/v1/resources/streams (docs/streams.md).
 
 A stream poll with a timeout waits the way a `wait=true` pop does: a StreamPollIntention in
-the stream registry, answered by a stream poll worker (queue/stream_polling.py) with the
+the stream registry, answered by a stream poll worker (streams/polling.py) with the
 first ready window, or 204 at its deadline. A window whose answer could not be written
 (the client left) is given back at once.
 """
@@ -17,13 +17,16 @@ import orjson
 
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.errors import Conflict, NotFound, ValidationError
-from queen_threads.http import long_poll, stream_body
+from queen_threads.http import long_poll
 from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.params import name_param
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
-from queen_threads.polling import StreamPollRequest
-from queen_threads.queue.streams import Streams
+from queen_threads.streams import body as stream_body
+from queen_threads.streams.intention import StreamPollRequest
+from queen_threads.streams.polling import StreamPollingService
+from queen_threads.streams.service import Streams
+from queen_threads.streams.store import StreamStore
 
 NOT_FOUND = "Stream not found"
 
@@ -60,12 +63,14 @@ class Poll(_Route):
     def __init__(
         self,
         streams: Streams,
+        polling: StreamPollingService,
         body_limit: int,
         timeouts: Timeouts,
         maintenance: Maintenance,
         require_database: Callable[[], None],
     ) -> None:
         super().__init__(streams, body_limit)
+        self.polling = polling
         self.timeouts = timeouts
         self.maintenance = maintenance
         self.require_database = require_database  # 503 + Retry-After while it is down
@@ -88,11 +93,11 @@ class Poll(_Route):
         if poll.timeout_ms == 0:
             self._once(resp, request)
             return
-        intention = streams.intention(request, poll.timeout_ms, uuid.uuid4().hex)
+        intention = self.polling.intention(request, poll.timeout_ms, uuid.uuid4().hex)
         long_poll.answer(
             req,
             resp,
-            lambda gone, watch: streams.wait(intention, gone, watch),
+            lambda gone, watch: self.polling.wait(intention, gone, watch),
             streams.release,
             paused=lambda: self.maintenance.pop_on,
             what="stream polls",
@@ -119,12 +124,16 @@ class Ack(_Route):
         media(resp, result)
 
 
-class RenewLease(_Route):
+class RenewLease:
+    def __init__(self, store: StreamStore, body_limit: int) -> None:
+        self.store = store
+        self.body_limit = body_limit
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = stream_body.renew_body(
             json_object(req, self.body_limit, known=stream_body.RENEW_KEYS)
         )
-        result = self.streams.store.renew(body["leaseId"], body["extendMs"])
+        result = self.store.renew(body["leaseId"], body["extendMs"])
         if result is None:
             raise NotFound(f"Lease not found or expired: {body['leaseId']}")
         media(resp, result)
@@ -139,22 +148,35 @@ class Seek(_Route):
         media(resp, result)
 
 
-class StreamList(_Route):
+class _Read:
+    def __init__(self, store: StreamStore) -> None:
+        self.store = store
+
+
+class StreamList(_Read):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         namespace = name_param(req, "namespace", "Namespace")
-        media(resp, {"streams": self.streams.store.list_streams(namespace)})
+        media(resp, {"streams": self.store.list_streams(namespace)})
 
 
-class StreamStats(_Route):
+class StreamStats(_Read):
+    def __init__(self, store: StreamStore, polling: StreamPollingService) -> None:
+        super().__init__(store)
+        self.polling = polling
+
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        stats = self.streams.store.stats()
-        stats["waitingPolls"] = self.streams.registry.size()
+        stats = self.store.stats()
+        stats["waitingPolls"] = self.polling.registry.size()
         media(resp, stats)
 
 
-class Stream(_Route):
+class Stream(_Read):
+    def __init__(self, store: StreamStore, streams: Streams) -> None:
+        super().__init__(store)
+        self.streams = streams
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        detail = self.streams.store.detail(name)
+        detail = self.store.detail(name)
         if detail is None:
             raise _stream_not_found(name)
         media(resp, detail)
@@ -165,9 +187,9 @@ class Stream(_Route):
         media(resp, {"deleted": True, "stream": name})
 
 
-class StreamConsumers(_Route):
+class StreamConsumers(_Read):
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        consumers = self.streams.store.consumers(name)
+        consumers = self.store.consumers(name)
         if consumers is None:
             raise _stream_not_found(name)
         media(resp, {"stream": name, "consumers": consumers})
@@ -175,27 +197,24 @@ class StreamConsumers(_Route):
 
 def routes(
     streams: Streams,
+    store: StreamStore,
+    polling: StreamPollingService,
     body_limit: int,
     timeouts: Timeouts,
     maintenance: Maintenance,
     require_database: Callable[[], None],
 ) -> list[Route]:
     """Consuming is read-write, reading read-only, deleting admin."""
-    poll = Poll(streams, body_limit, timeouts, maintenance, require_database)
+    poll = Poll(streams, polling, body_limit, timeouts, maintenance, require_database)
+    admin = f"{API}/resources/streams"
     return [
         route(f"{API}/stream/define", Define(streams, body_limit), POST=RW),
         route(f"{API}/stream/poll", poll, POST=RW),
         route(f"{API}/stream/ack", Ack(streams, body_limit), POST=RW),
-        route(f"{API}/stream/renew-lease", RenewLease(streams, body_limit), POST=RW),
+        route(f"{API}/stream/renew-lease", RenewLease(store, body_limit), POST=RW),
         route(f"{API}/stream/seek", Seek(streams, body_limit), POST=RW),
-        route(f"{API}/resources/streams", StreamList(streams, body_limit), GET=(RO, {"namespace"})),
-        route(f"{API}/resources/streams/stats", StreamStats(streams, body_limit), GET=RO),
-        route(
-            f"{API}/resources/streams/{{name}}", Stream(streams, body_limit), GET=RO, DELETE=ADMIN
-        ),
-        route(
-            f"{API}/resources/streams/{{name}}/consumers",
-            StreamConsumers(streams, body_limit),
-            GET=RO,
-        ),
+        route(admin, StreamList(store), GET=(RO, {"namespace"})),
+        route(f"{admin}/stats", StreamStats(store, polling), GET=RO),
+        route(f"{admin}/{{name}}", Stream(store, streams), GET=RO, DELETE=ADMIN),
+        route(f"{admin}/{{name}}/consumers", StreamConsumers(store), GET=RO),
     ]

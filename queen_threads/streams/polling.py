@@ -16,12 +16,14 @@ from queen_threads.polling import (
     PollStack,
     Popper,
     ResponseQueues,
+)
+from queen_threads.settings import Settings
+from queen_threads.streams.intention import (
+    STREAM_KIND,
     StreamGroupKey,
     StreamPollIntention,
     StreamPollRequest,
 )
-from queen_threads.polling.stream_intention import STREAM_KIND
-from queen_threads.settings import Settings
 
 
 class StreamPollingService(PollStack[StreamPollIntention]):
