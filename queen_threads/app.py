@@ -15,17 +15,15 @@ from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.middleware import RequestContext
 from queen_threads.http.routes import API, PEER, RO, RW, RouteTable, route
+from queen_threads.kv import routes as kv
 from queen_threads.reads import routes as reads
 from queen_threads.resources import (
     admin,
     analytics,
     dashboard,
-    kv,
     maintenance,
     pop,
     status,
-    streams_sdk,
-    timers,
 )
 from queen_threads.resources.ack import Ack, AckBatch
 from queen_threads.resources.health import Health
@@ -44,6 +42,8 @@ from queen_threads.resources.queues import Configure
 from queen_threads.resources.transaction import Transaction
 from queen_threads.runtime import Runtime
 from queen_threads.streams import routes as streams
+from queen_threads.streams_sdk import routes as streams_sdk
+from queen_threads.timers import routes as timers
 
 
 def route_table(runtime: Runtime) -> RouteTable:

@@ -26,13 +26,13 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.kv import KvStore, kv_sweep_service
+from queen_threads.kv.metrics import count_lock_acquires
 from queen_threads.metrics import (
     AnalyticsCollector,
     Instruments,
     MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
-    MeteredStreamsSdk,
     ObservedRequestStats,
     ProcessIdentity,
     ProcessReader,
@@ -40,7 +40,6 @@ from queen_threads.metrics import (
     Sampler,
     TimedDatabase,
     count_buffered,
-    count_lock_acquires,
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
@@ -58,6 +57,8 @@ from queen_threads.streams import (
     StreamStore,
     StreamWindowPopper,
 )
+from queen_threads.streams_sdk import StreamsSdk
+from queen_threads.streams_sdk.metrics import count_cycle
 from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
@@ -197,7 +198,7 @@ class Runtime:
             on_push_results=count_buffered,
         )
         # The official clients' streaming SDK: its cycles push and ack like transactions.
-        self.streams_sdk = MeteredStreamsSdk(self.db, self.store, self.queues)
+        self.streams_sdk = StreamsSdk(self.db, self.store, self.queues, count_cycle)
         hostname = socket.gethostname()
         owner = f"{hostname}:{settings.port}:{self.worker_id}"
         self.operations = RetentionServices(

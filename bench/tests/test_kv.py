@@ -14,7 +14,7 @@ from bench.ceiling_map import ceiling_key
 from bench.common import Context, TxIds
 from bench.options import FULL, QUICK, SCENARIOS
 from bench.scenarios import SCENARIOS as BY_LETTER
-from queen_threads.kv import ops
+from queen_threads.kv import body as ops
 
 
 class FakeContext:

@@ -21,11 +21,9 @@ from queen_threads.metrics.metered import (
     MeteredAuthenticator,
     MeteredPollingService,
     MeteredQueueStore,
-    MeteredStreamsSdk,
     ObservedRequestStats,
     TimedDatabase,
     count_buffered,
-    count_lock_acquires,
     observe_service,
 )
 from queen_threads.metrics.sampler import Sampler
@@ -39,7 +37,6 @@ __all__ = [
     "MeteredAuthenticator",
     "MeteredPollingService",
     "MeteredQueueStore",
-    "MeteredStreamsSdk",
     "ObservedRequestStats",
     "ProcessCounters",
     "ProcessIdentity",
@@ -49,7 +46,6 @@ __all__ = [
     "Sampler",
     "TimedDatabase",
     "count_buffered",
-    "count_lock_acquires",
     "multiprocess_mode",
     "observe_service",
     "prom",

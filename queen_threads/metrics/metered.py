@@ -20,7 +20,6 @@ from queen_threads.auth import Authenticator
 from queen_threads.background.exclusive import RunOutcome
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
-from queen_threads.errors import Conflict
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.labels import inc, inc_counts
@@ -29,7 +28,6 @@ from queen_threads.polling import Cover, PollIntention, Response
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
-from queen_threads.streams_sdk import StreamsSdk
 
 
 class TimedDatabase(Database):
@@ -171,19 +169,6 @@ class MeteredQueueStore(QueueStore):
         return result
 
 
-class MeteredStreamsSdk(StreamsSdk):
-    """StreamsSdk counting its cycles, committed or refused (queen_sdk_cycles_total)."""
-
-    def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
-        try:
-            result = super().cycle(body)
-        except Conflict:
-            prom().sdk_cycles.labels("refused").inc()
-            raise
-        prom().sdk_cycles.labels("committed").inc()
-        return result
-
-
 def _count_rejected(results: Iterable[dict[str, Any]]) -> None:
     """queen_push_rejected_total: push results the database refused, with their reason."""
     inc(
@@ -292,13 +277,6 @@ def observe_service(service: str, outcome: RunOutcome) -> None:
         metrics.partitions_deleted.inc(int(result["partitionsDeleted"]))
     if result.get("kvExpired"):
         metrics.kv_expired.inc(int(result["kvExpired"]))
-
-
-def count_lock_acquires(counts: dict[str, int]) -> None:
-    """Observer of the locks calls (kv/store.py): acquires by outcome."""
-    metrics = prom()
-    for outcome, n in counts.items():
-        metrics.lock_acquires.labels(outcome).inc(int(n))
 
 
 def observe_ephemeral(totals: dict[str, Any]) -> None:

@@ -20,10 +20,10 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
-from queen_threads.kv import ops as kv_ops
+from queen_threads.kv import body as kv_ops
 from queen_threads.queue.service import QueueService
 from queen_threads.resources.push import retry_after_when_full
-from queen_threads.timers import ops as timer_ops
+from queen_threads.timers import body as timer_ops
 
 FIELDS = ("operations", "requiredLeases", "kv", "timers")
 UNSUPPORTED_RIDERS = frozenset({"timers"})  # never ignored: preconditions must not vanish

@@ -6,6 +6,7 @@ process that wait on the sink, or on a source partition the cycle gave back, are
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from queen_threads.db import Database
@@ -31,12 +32,20 @@ def _decided(result: dict[str, Any]) -> dict[str, Any]:
 
 
 class StreamsSdk:
-    """Register queries, commit cycles, read state; list and delete queries."""
+    """Register queries, commit cycles, read state; list and delete queries. `on_cycle`
+    hears each cycle's outcome, "committed" or "refused" (streams_sdk/metrics.py)."""
 
-    def __init__(self, db: Database, queues: QueueStore, announcer: Announcer) -> None:
+    def __init__(
+        self,
+        db: Database,
+        queues: QueueStore,
+        announcer: Announcer,
+        on_cycle: Callable[[str], None] | None = None,
+    ) -> None:
         self.db = db
         self.queues = queues
         self.announcer = announcer
+        self.on_cycle = on_cycle
 
     def register(self, body: dict[str, Any]) -> dict[str, Any]:
         return _decided(dict(self.db.call("sdk_register", body)))
@@ -44,7 +53,14 @@ class StreamsSdk:
     def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
         items = body["pushItems"]
         sent = {**body, "pushItems": self.queues.seal(items)} if items else body
-        result = _decided(dict(self.db.call("sdk_cycle", sent)))
+        try:
+            result = _decided(dict(self.db.call("sdk_cycle", sent)))
+        except Conflict:
+            if self.on_cycle is not None:
+                self.on_cycle("refused")
+            raise
+        if self.on_cycle is not None:
+            self.on_cycle("committed")
         pushed = [
             (item["queue"], item["partition"])
             for item, res in zip(items, result.get("push_results") or (), strict=False)

@@ -1,7 +1,10 @@
-"""Timers: messages scheduled for later (docs/timers.md). The ops and their checks
-(`ops`), the database calls (`store`), the per-process firer and the announcements to
-the other processes, the service the routes call, the fire log's retention and the
-Prometheus gauges."""
+"""Timers: messages scheduled for later (docs/timers.md).
+
+routes.py the falcon resources; body.py the operations a request may carry and their
+checks; service.py what the routes call; store.py the only caller of
+`schema/queries/timers.sql`; metrics.py the Prometheus gauges; firer.py and announcer.py
+the per-process firer and the announcements to the other processes; retention.py the fire
+log's retention."""
 
 from queen_threads.timers.metrics import TimersCollector
 from queen_threads.timers.retention import TimerFiresRetention

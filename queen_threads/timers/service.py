@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from queen_threads.timers import ops as timer_ops
+from queen_threads.timers import body as timer_ops
 from queen_threads.timers.announcer import KIND, Announcer
 from queen_threads.timers.firer import Firer
 from queen_threads.timers.store import TimerStore

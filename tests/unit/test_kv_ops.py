@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from queen_threads.errors import CodedValidationError
-from queen_threads.kv import lock_ops, ops
+from queen_threads.kv import body as ops
+from queen_threads.kv import lock_body as lock_ops
 
 
 def test_an_operation_keeps_only_what_its_function_reads() -> None:

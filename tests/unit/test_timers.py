@@ -10,10 +10,10 @@ from typing import Any
 import orjson
 import pytest
 
-from queen_threads.timers import ops
+from queen_threads.timers import body as ops
 from queen_threads.timers.announcer import Announcer
+from queen_threads.timers.body import TimerRequestInvalid
 from queen_threads.timers.firer import Firer
-from queen_threads.timers.ops import TimerRequestInvalid
 
 
 def op(**fields: Any) -> dict[str, Any]:

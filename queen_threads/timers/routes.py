@@ -12,8 +12,8 @@ from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_body, media
 from queen_threads.http.routes import API, RO, RW, Route, route
-from queen_threads.timers import ops
-from queen_threads.timers.ops import TimerRequestInvalid
+from queen_threads.timers import body as ops
+from queen_threads.timers.body import TimerRequestInvalid
 from queen_threads.timers.service import TimerService
 
 DEFAULT_LIMIT = 100

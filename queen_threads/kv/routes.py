@@ -18,7 +18,8 @@ import falcon
 
 from queen_threads.http.request import int_param, json_object, media
 from queen_threads.http.routes import API, RO, RW, Route, route
-from queen_threads.kv import lock_ops, ops
+from queen_threads.kv import body as ops
+from queen_threads.kv import lock_body as lock_ops
 from queen_threads.kv.store import KvStore
 
 BATCH = ("operations",)  # the body fields the batch routes read (others are ignored)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from queen_threads.errors import CodedValidationError
-from queen_threads.kv.ops import MAX_TTL_SECONDS, is_int
+from queen_threads.kv.body import MAX_TTL_SECONDS, is_int
 
 MAX_OPS = 64
 MAX_LIMIT = 1024

@@ -1,0 +1,9 @@
+"""The streaming SDK's observer: its cycles, committed or refused (queen_sdk_cycles_total)."""
+
+from __future__ import annotations
+
+from queen_threads.metrics.definitions import prom
+
+
+def count_cycle(outcome: str) -> None:
+    prom().sdk_cycles.labels(outcome).inc()
