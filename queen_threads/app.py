@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.dlq import routes as dlq
 from queen_threads.ephemeral import routes as ephemeral
 from queen_threads.http import errors
 from queen_threads.http.auth import Authentication
@@ -77,6 +78,7 @@ def route_table(runtime: Runtime) -> RouteTable:
         route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(rt.store, body_limit), POST=RW),
         # between instances
         route("/internal/api/notify", Notify(rt.peers), POST=PEER),
+        *dlq.routes(rt.dlq, body_limit),
         *admin.routes(rt.admin, rt.store, rt.queues, body_limit),
         *maintenance.routes(rt.maintenance, rt.buffer, body_limit),
         *status.routes(rt.admin),

@@ -23,6 +23,7 @@ from queen_threads.background.retention import RetentionServices
 from queen_threads.buffer import FileBuffer
 from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
+from queen_threads.dlq.store import DlqStore
 from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
 from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.kv import KvStore, kv_sweep_service
@@ -138,6 +139,7 @@ class Runtime:
             str(self.worker_id),
             on_decryption_error=self.store.decryption_failed,
         )
+        self.dlq = DlqStore(self.db, self.admin.plain)
         self.reads = ReadStore(self.db, cipher)
         self.ephemeral = EphemeralQueues(EphemeralStore(self.db))
         # Stream polls wait on the same response queues; pushes into their sources wake

@@ -1,5 +1,5 @@
-"""One method per administration operation (DLQ, messages, consumer groups, traces,
-resource listings), one named statement (one round trip) each.
+"""One method per administration operation (messages, consumer groups, traces, resource
+listings), one named statement (one round trip) each; the DLQ's are in dlq/store.py.
 
 `AdminStore` is the only caller of the `admin_*` statements in `schema/queries.sql`. Like
 `QueueStore` it decrypts payloads of encrypted queues before they leave the server (one that
@@ -36,56 +36,12 @@ class AdminStore:
         # Told of each message that could not be decrypted (QueueStore.decryption_failed).
         self.on_decryption_error = on_decryption_error
 
-    def _plain(self, message: dict[str, Any]) -> dict[str, Any]:
+    def plain(self, message: dict[str, Any]) -> dict[str, Any]:
         """Drop the internal isEncrypted flag, decrypting `data` when it was set."""
         reason = open_message(message, self.cipher)
         if reason is not None and self.on_decryption_error is not None:
             self.on_decryption_error(message, reason)
         return message
-
-    # -- dead-letter queue ----------------------------------------------------------
-    def dlq(
-        self,
-        *,
-        queue: str | None,
-        partition: str | None,
-        group: str | None,
-        from_ts: datetime | None,
-        to_ts: datetime | None,
-        limit: int,
-        offset: int,
-        error: str | None = None,
-    ) -> dict[str, Any]:
-        page: dict[str, Any] = self.db.json("admin_dlq_list", {
-            "queue": queue, "partition": partition, "group": group, "error": error,
-            "from_ts": from_ts, "to_ts": to_ts, "limit": limit, "offset": offset,
-        })  # fmt: skip
-        page["messages"] = [self._plain(m) for m in page["messages"]]
-        return page
-
-    def requeue(self, partition_id: str, transaction_id: str, group: str | None) -> dict[str, Any]:
-        result: dict[str, Any] = self.db.call("admin_requeue_dlq_message", {
-            "partitionId": partition_id, "transactionId": transaction_id, "consumerGroup": group,
-        })  # fmt: skip
-        if not result["messageFound"]:
-            raise NotFound("Message not found")
-        if not result["found"]:
-            suffix = f" for consumer group {group}" if group else ""
-            raise NotFound(f"Message is not in the dead-letter queue{suffix}")
-        return result
-
-    def dlq_requeue_preview(self, selection: dict[str, Any], sample: int) -> dict[str, Any]:
-        """{matched, partitions, sample} of a bulk requeue selection; changes nothing."""
-        return dict(self.db.call("admin_dlq_requeue_preview", {**selection, "sample": sample}))
-
-    def dlq_requeue_chunk(
-        self, selection: dict[str, Any], limit: int, from_partition: str | None
-    ) -> dict[str, Any]:
-        """One chunk (one transaction) of a bulk requeue: {requeued, partitions,
-        lastPartitionId}; the driver is queue/dlq_requeue.py."""
-        return dict(self.db.call("admin_dlq_requeue_chunk", {
-            **selection, "limit": limit, "fromPartition": from_partition,
-        }))  # fmt: skip
 
     # -- messages -------------------------------------------------------------------
     def messages(
@@ -111,7 +67,7 @@ class AdminStore:
         found = self.db.json("admin_message_detail", _message_key(partition_id, transaction_id))
         if found is None:
             raise NotFound("Message not found")
-        return self._plain(found)
+        return self.plain(found)
 
     def delete_message(self, partition_id: str, transaction_id: str) -> dict[str, Any]:
         """{found, deleted, leasedBy}: a message under a live lease is not deleted."""

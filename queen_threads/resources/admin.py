@@ -1,4 +1,4 @@
-"""Routes for administration and dashboards (DLQ, messages, consumer groups, traces,
+"""Routes for administration and dashboards (messages, consumer groups, traces,
 resource listings, clearing a queue, refreshing statistics). Each route family lives in its
 own module; their rows are here. Their shared parameter parsing is in
 `queen_threads/http/params.py`."""
@@ -10,7 +10,7 @@ from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
 from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
-from queen_threads.resources import clear, consumer_groups, dlq, listings, messages, stats, traces
+from queen_threads.resources import clear, consumer_groups, listings, messages, stats, traces
 
 
 def routes(
@@ -21,13 +21,9 @@ def routes(
     seek = consumer_groups.Seek(store, body_limit)
     group_delete = {"deleteMetadata"}
     return [
-        route(f"{API}/dlq", dlq.DeadLetters(store), GET=(RO, dlq.PARAMS)),
-        route(f"{API}/dlq/requeue", dlq.Requeue(store, body_limit), POST=RW),
         route(f"{API}/messages", messages.MessageList(store), GET=(RO, messages.PARAMS)),
         route(f"{API}/messages/{{partitionId}}/{{transactionId}}", messages.Message(store),
               GET=RO, DELETE=RW),
-        route(f"{API}/messages/{{partitionId}}/{{transactionId}}/retry",
-              messages.Retry(store, body_limit), POST=RW),
         route(f"{API}/messages/{{partitionId}}/{{transactionId}}/dlq",
               messages.MoveToDeadLetter(queues, body_limit), POST=RW),
         # consumer groups: reading is read-only, deleting is admin, the rest read-write

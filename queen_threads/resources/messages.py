@@ -80,28 +80,6 @@ class Message:
         media(resp, {"deleted": True, "partitionId": pid, "transactionId": tid})
 
 
-class Retry:
-    """Requeue a dead-lettered message: a copy goes to the tail of its partition."""
-
-    def __init__(self, store: AdminStore, body_limit: int) -> None:
-        self.store = store
-        self.body_limit = body_limit
-
-    def on_post(
-        self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
-    ) -> None:
-        pid, tid = message_key(partitionId, transactionId)
-        body = json_object(req, self.body_limit, allow_empty=True)
-        group = v.optional_name(body.get("consumerGroup"), "Consumer group")
-        result = self.store.requeue(pid, tid, group)
-        media(resp, {
-            "success": True, "partitionId": pid, "transactionId": tid,
-            "newTransactionId": result["newTransactionId"], "messageId": result["messageId"],
-            "queue": result["queue"], "partition": result["partition"],
-            "requeuedFor": result["requeuedFor"],
-        })  # fmt: skip
-
-
 class MoveToDeadLetter:
     """Dead-letter a message for one group: the same operation as an ack with status dlq
     (allowed for the group's next message or one in its current batch)."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from queen_threads.dlq.service import DlqRequeuer, RequeuePlan, Selection
+from queen_threads.dlq.store import DlqStore
 from queen_threads.polling.clock import ManualClock
-from queen_threads.queue.admin_store import AdminStore
-from queen_threads.queue.dlq_requeue import DlqRequeuer, RequeuePlan, Selection
 
 QUEUE = Selection(queue="q")
 
@@ -46,7 +46,7 @@ def make(available: int, per_partition: int = 1000) -> tuple[DlqRequeuer, FakeSt
         sleeps.append(round(seconds, 6))
         clock.advance(seconds)
 
-    return DlqRequeuer(cast(AdminStore, store), sleep, clock), store, sleeps
+    return DlqRequeuer(cast(DlqStore, store), sleep, clock), store, sleeps
 
 
 def test_unpaced_runs_in_chunks_of_500_without_waiting() -> None:

@@ -21,8 +21,8 @@ from typing import Any
 
 import gevent
 
+from queen_threads.dlq.store import DlqStore
 from queen_threads.polling.clock import Clock
-from queen_threads.queue.admin_store import AdminStore
 
 CHUNK_SIZE = 500  # messages per transaction without a rate (a few hundred ms of locks)
 SAMPLE_SIZE = 10  # messages a dry run shows
@@ -79,7 +79,7 @@ class DlqRequeuer:
 
     def __init__(
         self,
-        store: AdminStore,
+        store: DlqStore,
         sleep: Callable[[float], None] = gevent.sleep,
         clock: Clock = time.monotonic,
     ) -> None:

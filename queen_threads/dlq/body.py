@@ -15,9 +15,9 @@ import math
 from typing import Any
 
 from queen_threads import validation as v
+from queen_threads.dlq.service import RequeuePlan, Selection
 from queen_threads.errors import ValidationError
 from queen_threads.http.params import MAX_TRANSACTION_ID, iso_time
-from queen_threads.queue.dlq_requeue import RequeuePlan, Selection
 
 DEFAULT_LIMIT = 1000
 MAX_LIMIT = 100_000
