@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.admin import routes as admin
+from queen_threads.admin.routes import analytics, status
 from queen_threads.dlq import routes as dlq
 from queen_threads.ephemeral import routes as ephemeral
 from queen_threads.http import errors
@@ -15,21 +17,12 @@ from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.middleware import RequestContext
-from queen_threads.http.routes import API, PEER, RO, RW, RouteTable, route
+from queen_threads.http.routes import RouteTable
 from queen_threads.kv import routes as kv
-from queen_threads.reads import routes as reads
-from queen_threads.resources import (
-    admin,
-    analytics,
-    dashboard,
-    maintenance,
-    pop,
-    status,
-)
-from queen_threads.resources.ack import Ack, AckBatch
-from queen_threads.resources.health import Health
-from queen_threads.resources.lease import LeaseExtend
-from queen_threads.resources.metrics import (
+from queen_threads.operations import routes as operations
+from queen_threads.operations.routes import dashboard, maintenance
+from queen_threads.operations.routes.health import Health
+from queen_threads.operations.routes.metrics import (
     Metrics,
     PrometheusMetrics,
     Section,
@@ -37,14 +30,14 @@ from queen_threads.resources.metrics import (
     ephemeral_section,
     kv_section,
 )
-from queen_threads.resources.peers import Notify
-from queen_threads.resources.push import Push
-from queen_threads.resources.queues import Configure
-from queen_threads.resources.transaction import Transaction
+from queen_threads.queue import routes as queue
+from queen_threads.queue.routes.pop import PopDefaults
+from queen_threads.reads import routes as reads
 from queen_threads.runtime import Runtime
 from queen_threads.streams import routes as streams
 from queen_threads.streams_sdk import routes as streams_sdk
 from queen_threads.timers import routes as timers
+from queen_threads.transaction import routes as transaction
 
 
 def route_table(runtime: Runtime) -> RouteTable:
@@ -53,31 +46,22 @@ def route_table(runtime: Runtime) -> RouteTable:
     settings = rt.settings
     body_limit = settings.max_body_size
     timeouts = Timeouts(settings.default_timeout_ms, settings.max_timeout_ms)
-    defaults = pop.PopDefaults(
+    defaults = PopDefaults(
         settings.default_batch_size, settings.default_subscription_mode, timeouts
     )
-    popper = pop.Pop(rt.queues, rt.polling, rt.maintenance, rt.require_database, defaults)
     exposition = rt.instruments.exposition
     assert exposition is not None
+    health = Health(
+        rt.db, settings.port, rt.worker_id, rt.version, rt.schema_ready, rt.schema_ready_now
+    )
+    metrics = Metrics(rt.started_at, metrics_sections(rt))
     return RouteTable([
-        # operations (public through the default JWT_SKIP_PATHS)
-        route("/health", Health(rt.db, settings.port, rt.worker_id, rt.version,
-                                rt.schema_ready, rt.schema_ready_now), GET=RO),
-        route("/metrics", Metrics(rt.started_at, metrics_sections(rt)), GET=RO),
-        route("/metrics/prometheus", PrometheusMetrics(exposition), GET=RO),
-        # producing and consuming
-        route(f"{API}/configure", Configure(rt.store, body_limit), POST=RW),
-        route(f"{API}/push", Push(rt.queues, body_limit), POST=RW),
-        route(f"{API}/pop/queue/{{queue}}/partition/{{partition}}", popper, GET=(RW, pop.PARAMS)),
-        route(f"{API}/pop/queue/{{queue}}", popper, GET=(RW, pop.PARAMS)),
-        route(f"{API}/pop", popper, GET=(RW, pop.PARAMS)),
-        route(f"{API}/ack", Ack(rt.queues, body_limit), POST=RW),
-        route(f"{API}/ack/batch", AckBatch(rt.queues, body_limit), POST=RW),
-        route(f"{API}/transaction", Transaction(rt.queues, rt.timers.scheduled, body_limit),
-              POST=RW),
-        route(f"{API}/lease/{{leaseId}}/extend", LeaseExtend(rt.store, body_limit), POST=RW),
-        # between instances
-        route("/internal/api/notify", Notify(rt.peers), POST=PEER),
+        *operations.routes(health, metrics, PrometheusMetrics(exposition), rt.peers),
+        *queue.routes(
+            rt.queues, rt.store, rt.polling, rt.maintenance, rt.require_database,
+            defaults, body_limit,
+        ),
+        *transaction.routes(rt.queues, rt.timers.scheduled, body_limit),
         *dlq.routes(rt.dlq, body_limit),
         *admin.routes(rt.admin, rt.store, rt.queues, body_limit),
         *maintenance.routes(rt.maintenance, rt.buffer, body_limit),

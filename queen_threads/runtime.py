@@ -15,6 +15,8 @@ import uuid
 from typing import Any, Protocol
 
 from queen_threads import __version__, migrate
+from queen_threads.admin.analytics_store import AnalyticsStore
+from queen_threads.admin.store import AdminStore
 from queen_threads.auth import Authenticator, build_verifier
 from queen_threads.background.exclusive import ExclusiveService
 from queen_threads.background.maintenance import Maintenance
@@ -32,20 +34,16 @@ from queen_threads.metrics import (
     AnalyticsCollector,
     Instruments,
     MeteredAuthenticator,
-    MeteredPollingService,
-    MeteredQueueStore,
     ObservedRequestStats,
     ProcessIdentity,
     ProcessReader,
     RequestStats,
     Sampler,
     TimedDatabase,
-    count_buffered,
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
-from queen_threads.queue.admin_store import AdminStore
-from queen_threads.queue.analytics_store import AnalyticsStore
+from queen_threads.queue.metrics import MeteredPollingService, MeteredQueueStore, count_buffered
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore

@@ -3,14 +3,15 @@ numbers for the JSON `/metrics`.
 
 - definitions.py: the metric objects of a worker process and multiprocess mode;
 - counters.py: the in-process totals, rates and latencies of `GET /metrics`;
-- metered.py: the measuring points, subclasses of the runtime's own objects;
+- metered.py: the measuring points of the shared plumbing (the capabilities' own are in
+  their packages' metrics.py);
 - sampler.py: the once-a-second copy of process state into per-process gauges;
 - minutes.py, collector.py: the analytics counts per queue and minute and this process's
   figures, flushed into the per-minute tables (docs/api-admin.md, "Analytics");
 - exposition.py: `GET /metrics/prometheus` and its scrape-time collectors.
 
-Nothing here imports the runtime: runtime.py composes the metered objects and hands the
-sampler and the collectors what they read.
+Nothing here imports the runtime or a capability: runtime.py composes the metered objects
+and hands the sampler and the collectors what they read.
 """
 
 from queen_threads.metrics.collector import AnalyticsCollector, ProcessIdentity, ProcessReader
@@ -19,11 +20,8 @@ from queen_threads.metrics.definitions import MULTIPROC_ENV, PromMetrics, multip
 from queen_threads.metrics.exposition import Exposition, Instruments
 from queen_threads.metrics.metered import (
     MeteredAuthenticator,
-    MeteredPollingService,
-    MeteredQueueStore,
     ObservedRequestStats,
     TimedDatabase,
-    count_buffered,
     observe_service,
 )
 from queen_threads.metrics.sampler import Sampler
@@ -35,8 +33,6 @@ __all__ = [
     "Exposition",
     "Instruments",
     "MeteredAuthenticator",
-    "MeteredPollingService",
-    "MeteredQueueStore",
     "ObservedRequestStats",
     "ProcessCounters",
     "ProcessIdentity",
@@ -45,7 +41,6 @@ __all__ = [
     "RequestStats",
     "Sampler",
     "TimedDatabase",
-    "count_buffered",
     "multiprocess_mode",
     "observe_service",
     "prom",

@@ -147,7 +147,7 @@ class QueueStore:
 
     def stored_by_timers(self, counts: dict[str, int]) -> None:
         """Messages the timers' fire stored, per queue (pushes by another path): counted
-        by metrics (MeteredQueueStore)."""
+        by metrics (queue/metrics.py)."""
 
     def saw_wake_epoch(self, epoch: int) -> None:
         """A write outside this store (a timer's fire) returned this wake-interest epoch."""

@@ -8,7 +8,7 @@ import falcon.testing
 import pytest
 
 from queen_threads.http.routes import NONE, RouteTable
-from queen_threads.resources.pop import PARAMS as POP
+from queen_threads.queue.routes.pop import PARAMS as POP
 from tests.support.routes import rows, served, table_and_app
 
 

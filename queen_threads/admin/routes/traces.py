@@ -13,10 +13,10 @@ from typing import Any
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.errors import ValidationError
 from queen_threads.http.params import message_key, page
 from queen_threads.http.request import json_object, media
-from queen_threads.queue.admin_store import AdminStore
 
 MAX_NAMES = 100
 MAX_NAME_LENGTH = 255

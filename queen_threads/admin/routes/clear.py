@@ -9,9 +9,9 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.http.params import name_param
 from queen_threads.http.request import media
-from queen_threads.queue.admin_store import AdminStore
 
 
 class ClearQueue:

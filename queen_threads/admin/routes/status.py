@@ -21,12 +21,12 @@ from typing import Any
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import default_range
 from queen_threads.http.params import PAGE, TIME_RANGE, iso_z, name_param, page, scope_filters
 from queen_threads.http.request import media
 from queen_threads.http.routes import API, RO, Route, route
-from queen_threads.queue.admin_store import AdminStore
 
 
 def window(req: falcon.Request) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.admin.store import AdminStore
 from queen_threads.http.request import json_object, media
-from queen_threads.queue.admin_store import AdminStore
 
 
 class StatsRefresh:

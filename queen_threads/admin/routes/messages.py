@@ -12,10 +12,10 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound, ValidationError
 from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
-from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.service import QueueService
 
 DEFAULT_LIMIT = 200

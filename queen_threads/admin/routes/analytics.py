@@ -17,13 +17,13 @@ from typing import Any
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.analytics_store import AnalyticsStore
+from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound
 from queen_threads.http.buckets import window
 from queen_threads.http.params import CHART, PAGE, name_param, page, scope_filters
 from queen_threads.http.request import media, str_param
 from queen_threads.http.routes import API, RO, Route, route
-from queen_threads.queue.admin_store import AdminStore
-from queen_threads.queue.analytics_store import AnalyticsStore
 
 FLOW = ("pushed", "popped", "acked", "failed", "dlq", "longPollWaits")
 LEVELS = ("depth", "lagSeconds", "groupLagSeconds")

@@ -18,10 +18,10 @@ from typing import Any
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.errors import ValidationError
 from queen_threads.http.params import iso_time, iso_z, strict_bool
 from queen_threads.http.request import int_param, json_object, media
-from queen_threads.queue.admin_store import AdminStore
 
 DEFAULT_MIN_LAG_SECONDS = 60
 MAX_MIN_LAG_SECONDS = 10 * 365 * 24 * 3600

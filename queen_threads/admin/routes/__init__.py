@@ -5,12 +5,12 @@ own module; their rows are here. Their shared parameter parsing is in
 
 from __future__ import annotations
 
+from queen_threads.admin.routes import clear, consumer_groups, listings, messages, stats, traces
+from queen_threads.admin.store import AdminStore
 from queen_threads.http.params import PAGE
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
-from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
-from queen_threads.resources import clear, consumer_groups, listings, messages, stats, traces
 
 
 def routes(

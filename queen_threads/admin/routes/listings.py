@@ -12,9 +12,9 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin.store import AdminStore
 from queen_threads.http.params import page, scope_filters
 from queen_threads.http.request import media
-from queen_threads.queue.admin_store import AdminStore
 from queen_threads.queue.store import QueueStore
 
 

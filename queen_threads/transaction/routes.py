@@ -20,50 +20,10 @@ import falcon
 from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
-from queen_threads.kv import body as kv_ops
+from queen_threads.http.routes import API, RW, Route, route
+from queen_threads.queue.routes.push import retry_after_when_full
 from queen_threads.queue.service import QueueService
-from queen_threads.resources.push import retry_after_when_full
-from queen_threads.timers import body as timer_ops
-
-FIELDS = ("operations", "requiredLeases", "kv", "timers")
-UNSUPPORTED_RIDERS = frozenset({"timers"})  # never ignored: preconditions must not vanish
-MAX_REQUIRED_LEASES = 10_000
-
-
-def operation(op: Any, sub: str | None) -> dict[str, Any]:
-    if not isinstance(op, dict):
-        raise v.ValidationError("Each operation must be a JSON object")
-    kind = op.get("type")
-    if kind == "push":
-        items = v.items_list(op, "items", "push operation requires an items array")
-        return {"type": "push", "items": v.push_items(items, sub)}
-    if kind == "ack":
-        return {"type": "ack", **v.ack_item(op)}
-    raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
-
-
-FIELDS = ("operations", "requiredLeases", "kv", "timers")
-MAX_REQUIRED_LEASES = 10_000
-
-
-def required_leases(raw: Any) -> list[str]:
-    """`requiredLeases`: the leases the bundle acks under (lease ids, strings)."""
-    if raw is None:
-        return []
-    if not isinstance(raw, list) or len(raw) > MAX_REQUIRED_LEASES:
-        raise v.ValidationError(
-            f"requiredLeases must be an array of at most {MAX_REQUIRED_LEASES} lease ids"
-        )
-    leases = [v.optional_str(lease, "requiredLeases[]", 64) for lease in raw]
-    return [lease for lease in leases if lease]
-
-
-def riders(body: dict[str, Any], sub: str | None) -> dict[str, Any]:
-    """The riders the body carries, validated (an empty or null one is no rider)."""
-    kv, timers = body.get("kv"), body.get("timers")
-    return ({"kv": kv_ops.operations(kv, in_transaction=True)} if kv else {}) | (
-        {"timers": timer_ops.operations(timers, sub, "timers")} if timers else {}
-    )
+from queen_threads.transaction.body import FIELDS, operation, required_leases, riders
 
 
 class Transaction:
@@ -95,3 +55,9 @@ class Transaction:
         retry_after_when_full(resp, result.get("results") or [])
         verdict = result.get("success") or result.get("reason") == "kv_precondition"
         media(resp, result, 200 if verdict else 409)
+
+
+def routes(
+    queues: QueueService, scheduled: Callable[[list[dict[str, Any]], float], None], body_limit: int
+) -> list[Route]:
+    return [route(f"{API}/transaction", Transaction(queues, scheduled, body_limit), POST=RW)]

@@ -32,8 +32,8 @@ from queen_threads.http.request import (
 from queen_threads.polling import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
+from queen_threads.queue.routes.lease import MAX_EXTEND_SECONDS
 from queen_threads.queue.service import QueueService
-from queen_threads.resources.lease import MAX_EXTEND_SECONDS
 
 log = logging.getLogger("queen_threads.pop")
 
