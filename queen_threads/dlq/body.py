@@ -26,8 +26,8 @@ MAX_RUN_SECONDS = 300
 MAX_IDS = 10_000
 MAX_ERROR_FILTER = 1000
 FILTERS = ("queue", "partition", "consumerGroup", "error", "from", "to", "ids")
-KEYS = (*FILTERS, "dryRun", "limit", "perSecond")
-ID_KEYS = ("partitionId", "transactionId")
+REQUEUE_FIELDS = (*FILTERS, "dryRun", "limit", "perSecond")
+ID_FIELDS = ("partitionId", "transactionId")
 
 
 def requeue_plan(body: dict[str, Any]) -> RequeuePlan:
@@ -77,7 +77,7 @@ def _ids(value: Any) -> tuple[tuple[str, str], ...] | None:
         )
     keys: list[tuple[str, str]] = []
     for index, item in enumerate(value):
-        if not isinstance(item, dict) or set(item) != set(ID_KEYS):
+        if not isinstance(item, dict) or set(item) != set(ID_FIELDS):
             raise ValidationError(
                 f"ids[{index}] must be an object with exactly partitionId and transactionId"
             )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.dlq.body import KEYS, requeue_plan
+from queen_threads.dlq.body import REQUEUE_FIELDS, requeue_plan
 from queen_threads.dlq.service import DlqRequeuer
 from queen_threads.dlq.store import DlqStore
 from queen_threads.errors import ValidationError
@@ -67,10 +67,10 @@ class Requeue:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit, known=KEYS)
+        body = json_object(req, self.body_limit, known=REQUEUE_FIELDS)
         plan = requeue_plan(body)
         result = self.requeuer.run(plan, stop=lambda: client_gone(req.env))
-        ignored = sorted(key for key in body if key not in KEYS)
+        ignored = sorted(key for key in body if key not in REQUEUE_FIELDS)
         media(resp, {**result, "ignoredFields": ignored} if ignored else result)
 
 

@@ -13,6 +13,11 @@ ACK_STATUSES = ("completed", "success", "failed", "retry")
 MAX_MESSAGES = 10_000
 """Messages one push may carry."""
 MAX_BATCH = 10_000
+# The top-level fields each body may carry (others are ignored and named).
+CONFIGURE_FIELDS = ("queue", "options")
+RESET_FIELDS = ("queue",)
+PUSH_FIELDS = ("queue", "partition", "messages")
+ACK_FIELDS = ("queue", "group", "acks")
 MAX_INT = 2**31 - 1
 GROUP_QUEUE_MODE = v.QUEUE_MODE
 

@@ -18,32 +18,26 @@ class _Route:
         self.queues = queues
         self.body_limit = body_limit
 
-    fields: tuple[str, ...] = ()
-    """The top-level body fields the route reads (others are ignored and reported)."""
-
-    def _body(self, req: falcon.Request) -> dict[str, object]:
-        return json_object(req, self.body_limit, known=self.fields)
+    def _body(self, req: falcon.Request, fields: tuple[str, ...]) -> dict[str, object]:
+        """The body; fields other than `fields` are ignored and named."""
+        return json_object(req, self.body_limit, known=fields)
 
 
 class Configure(_Route):
-    fields = ("queue", "options")
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.queues.configure(body.configure_body(self._body(req))))
+        media(
+            resp, self.queues.configure(body.configure_body(self._body(req, body.CONFIGURE_FIELDS)))
+        )
 
 
 class Reset(_Route):
-    fields = ("queue",)
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.queues.reset(body.queue_name(self._body(req))))
+        media(resp, self.queues.reset(body.queue_name(self._body(req, body.RESET_FIELDS))))
 
 
 class Push(_Route):
-    fields = ("queue", "partition", "messages")
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.queues.push(body.push_body(self._body(req))), 201)
+        media(resp, self.queues.push(body.push_body(self._body(req, body.PUSH_FIELDS))), 201)
 
 
 class Pop(_Route):
@@ -68,10 +62,8 @@ class Pop(_Route):
 
 
 class Ack(_Route):
-    fields = ("queue", "group", "acks")
-
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.queues.ack(body.ack_body(self._body(req))))
+        media(resp, self.queues.ack(body.ack_body(self._body(req, body.ACK_FIELDS))))
 
 
 class Queues(_Route):

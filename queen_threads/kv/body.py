@@ -25,6 +25,10 @@ PREFIX_DEFAULT, PREFIX_CAP = 100, 1000
 READS = ("get", "getMany", "getPrefix")
 WRITES = ("put", "putIfAbsent", "delete", "incr")
 KINDS = (*READS, *WRITES, "check")
+# The top-level fields each body may carry (others are ignored and named): the batch
+# routes (kv and locks), and one key's PUT.
+BATCH_FIELDS = ("operations",)
+PUT_FIELDS = ("value", "ttlSeconds", "forever", "expect")
 
 Op = dict[str, Any]
 

@@ -22,9 +22,6 @@ from queen_threads.kv import body as ops
 from queen_threads.kv import lock_body as lock_ops
 from queen_threads.kv.store import KvStore
 
-BATCH = ("operations",)  # the body fields the batch routes read (others are ignored)
-PUT = ("value", "ttlSeconds", "forever", "expect")
-
 
 def operations_of(body: dict[str, Any], bad: Callable[[str, str], Exception], code: str) -> Any:
     """The body's `operations` (a 400 of the surface's `code` when it has none)."""
@@ -39,7 +36,7 @@ class KvBatch:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit, known=BATCH)
+        body = json_object(req, self.body_limit, known=ops.BATCH_FIELDS)
         batch = ops.operations(operations_of(body, ops.bad, "kv_bad_request"))
         media(resp, self.store.batch(batch) if batch else {"results": []})
 
@@ -61,8 +58,8 @@ class KvKey:
         self._one(resp, {"op": "get", "ns": ns, "key": key})
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, ns: str, key: str) -> None:
-        body = json_object(req, self.body_limit, known=PUT)
-        fields: dict[str, Any] = {k: body[k] for k in PUT if k in body}
+        body = json_object(req, self.body_limit, known=ops.PUT_FIELDS)
+        fields: dict[str, Any] = {k: body[k] for k in ops.PUT_FIELDS if k in body}
         self._one(resp, {"op": "put", "ns": ns, "key": key, **fields})
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, ns: str, key: str) -> None:
@@ -78,7 +75,7 @@ class Locks:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit, known=BATCH)
+        body = json_object(req, self.body_limit, known=ops.BATCH_FIELDS)
         batch = lock_ops.operations(operations_of(body, lock_ops.bad, "locks_bad_request"))
         media(resp, {"results": self.store.locks(batch) if batch else []})
 

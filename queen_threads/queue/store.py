@@ -12,9 +12,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from queen_threads import validation
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
+from queen_threads.queue.body import encryption_key_present
 
 
 def expand_push_results(
@@ -184,7 +184,7 @@ class QueueStore:
     # -- administration -------------------------------------------------------------
     def configure(self, body: dict[str, Any]) -> dict[str, Any]:
         """Create or update a queue; encryption without a key would store plain text: 400."""
-        validation.encryption_key_present(body, self.cipher is not None)
+        encryption_key_present(body, self.cipher is not None)
         return dict(self.db.call("configure_queue", body))
 
     def delete_queue(self, name: str) -> bool:

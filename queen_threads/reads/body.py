@@ -16,6 +16,9 @@ CHANGED_PAGE = 1000
 """Partitions per discovery page: the default and the ceiling."""
 _CURSOR = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z/[0-9a-f-]{36}$")
 
+FETCH_FIELDS = ("entries", "maxBytes")  # the top-level fields each body may carry
+CHANGED_FIELDS = ("entries",)
+
 
 def _entries(body: dict[str, Any], most: int) -> list[Any]:
     entries = body.get("entries")

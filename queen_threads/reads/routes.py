@@ -6,11 +6,8 @@ import falcon
 
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import API, RO, Route, route
-from queen_threads.reads.body import changed_body, fetch_body
+from queen_threads.reads.body import CHANGED_FIELDS, FETCH_FIELDS, changed_body, fetch_body
 from queen_threads.reads.store import ReadStore
-
-FETCH_FIELDS = ("entries", "maxBytes")
-CHANGED_FIELDS = ("entries",)
 
 
 class _Route:

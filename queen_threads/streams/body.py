@@ -1,6 +1,6 @@
 """The bodies of the /api/v1/stream/* routes, checked before anything runs.
 
-Each route's fields are listed here (`*_KEYS`); the resource hands them to `json_object`,
+Each route's fields are listed here (`*_FIELDS`); the resource hands them to `json_object`,
 so any other field is ignored and named in the `Queen-Ignored-Parameters` header (a
 misspelt `window_duration` shows there instead of passing silently for the 60 s default).
 Numbers must be integers in range, names follow the queue name rule. The defaults are the
@@ -17,7 +17,7 @@ from queen_threads.errors import ValidationError
 from queen_threads.http.params import iso_time
 
 WINDOW_TYPES = ("tumbling", "sliding", "count")
-DEFINE_KEYS = (
+DEFINE_FIELDS = (
     "name",
     "namespace",
     "partitioned",
@@ -29,10 +29,10 @@ DEFINE_KEYS = (
     "window_lease_timeout_ms",
     "source_queue_names",
 )
-POLL_KEYS = ("streamName", "consumerGroup", "timeout")
-ACK_KEYS = ("leaseId", "success")
-RENEW_KEYS = ("leaseId", "extend_ms")
-SEEK_KEYS = ("streamName", "consumerGroup", "timestamp")
+POLL_FIELDS = ("streamName", "consumerGroup", "timeout")
+ACK_FIELDS = ("leaseId", "success")
+RENEW_FIELDS = ("leaseId", "extend_ms")
+SEEK_FIELDS = ("streamName", "consumerGroup", "timestamp")
 DEFAULT_DURATION_MS = 60_000
 DEFAULT_GRACE_MS = 30_000
 DEFAULT_LEASE_MS = 60_000

@@ -44,7 +44,7 @@ class _Route:
 class Define(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         definition = stream_body.define_body(
-            json_object(req, self.body_limit, known=stream_body.DEFINE_KEYS)
+            json_object(req, self.body_limit, known=stream_body.DEFINE_FIELDS)
         )
         result = self.streams.define(definition)
         error = result.get("error")
@@ -77,7 +77,7 @@ class Poll(_Route):
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         poll = stream_body.poll_body(
-            json_object(req, self.body_limit, known=stream_body.POLL_KEYS),
+            json_object(req, self.body_limit, known=stream_body.POLL_FIELDS),
             self.timeouts.default_ms,
             self.timeouts.max_ms,
         )
@@ -116,7 +116,7 @@ class Poll(_Route):
 
 class Ack(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.ack_body(json_object(req, self.body_limit, known=stream_body.ACK_KEYS))
+        body = stream_body.ack_body(json_object(req, self.body_limit, known=stream_body.ACK_FIELDS))
         result = self.streams.ack(body["leaseId"], body["success"])
         if result.get("error"):
             expired = " (expired)" if result.get("expired") else ""
@@ -131,7 +131,7 @@ class RenewLease:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = stream_body.renew_body(
-            json_object(req, self.body_limit, known=stream_body.RENEW_KEYS)
+            json_object(req, self.body_limit, known=stream_body.RENEW_FIELDS)
         )
         result = self.store.renew(body["leaseId"], body["extendMs"])
         if result is None:
@@ -141,7 +141,9 @@ class RenewLease:
 
 class Seek(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = stream_body.seek_body(json_object(req, self.body_limit, known=stream_body.SEEK_KEYS))
+        body = stream_body.seek_body(
+            json_object(req, self.body_limit, known=stream_body.SEEK_FIELDS)
+        )
         result = self.streams.seek(body)
         if result is None:
             raise _stream_not_found(body["stream"])

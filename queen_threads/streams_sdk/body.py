@@ -9,18 +9,21 @@ from typing import Any
 
 from queen_threads import validation as v
 from queen_threads.errors import ValidationError
+from queen_threads.queue.body import ACK_STATUSES, MAX_TRANSACTION_ID, push_items
 
 MAX_HASH = 255
 MAX_KEY = 10_000
 MAX_KEY_BYTES = 2048  # a state key is in the state's primary key (a btree entry is < 2.7 kB)
 STATE_OPS = ("upsert", "delete")
 # The top-level fields each route reads; any other is ignored and reported (http/ignored.py).
-REGISTER_KEYS = frozenset({"name", "source_queue", "sink_queue", "config_hash", "reset"})
-CYCLE_KEYS = frozenset({
+REGISTER_FIELDS = frozenset({"name", "source_queue", "sink_queue", "config_hash", "reset"})
+CYCLE_FIELDS = frozenset({
     "query_id", "partition_id", "consumer_group", "state_ops", "push_items", "ack",
     "release_lease",
 })  # fmt: skip
-STATE_GET_KEYS = frozenset({"query_id", "partition_id", "keys", "key_prefix", "ripe_at_or_before"})
+STATE_GET_FIELDS = frozenset(
+    {"query_id", "partition_id", "keys", "key_prefix", "ripe_at_or_before"}
+)
 
 
 def _text(body: dict[str, Any], field: str, max_len: int = MAX_HASH) -> str:
@@ -82,10 +85,10 @@ def ack(value: Any) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ValidationError("ack must be a JSON object or null")
     status = value.get("status") or "completed"
-    if status not in v.ACK_STATUSES:
-        raise ValidationError(f"ack.status: use one of {', '.join(v.ACK_STATUSES)}")
+    if status not in ACK_STATUSES:
+        raise ValidationError(f"ack.status: use one of {', '.join(ACK_STATUSES)}")
     return {
-        "transactionId": _text(value, "transactionId", v.MAX_TRANSACTION_ID),
+        "transactionId": _text(value, "transactionId", MAX_TRANSACTION_ID),
         "leaseId": _uuid(value, "leaseId"),
         "status": status,
         "error": v.optional_str(value.get("error"), "ack.error"),
@@ -107,7 +110,7 @@ def cycle_body(body: dict[str, Any], producer_sub: str | None) -> dict[str, Any]
         "partitionId": _uuid(body, "partition_id"),
         "consumerGroup": v.optional_name(group, "Consumer group", v.QUEUE_MODE),
         "stateOps": [state_op(op, i) for i, op in enumerate(ops or ())],
-        "pushItems": v.push_items(items or [], producer_sub),
+        "pushItems": push_items(items or [], producer_sub),
         "ack": ack(body.get("ack")),
         "releaseLease": _flag(body, "release_lease", True),
     }

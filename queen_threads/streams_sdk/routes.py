@@ -24,7 +24,7 @@ class Queries:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.body_limit, known=body.REGISTER_KEYS)
+        raw = json_object(req, self.body_limit, known=body.REGISTER_FIELDS)
         media(resp, self.sdk.register(body.register_body(raw)))
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -48,7 +48,7 @@ class Cycle:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.body_limit, known=body.CYCLE_KEYS)
+        raw = json_object(req, self.body_limit, known=body.CYCLE_FIELDS)
         media(resp, self.sdk.cycle(body.cycle_body(raw, producer_sub(req))))
 
 
@@ -58,7 +58,7 @@ class StateGet:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        raw = json_object(req, self.body_limit, known=body.STATE_GET_KEYS)
+        raw = json_object(req, self.body_limit, known=body.STATE_GET_FIELDS)
         media(resp, self.sdk.state(body.state_get_body(raw)))
 
 

@@ -23,6 +23,7 @@ from queen_threads import validation as v
 from queen_threads.errors import CodedValidationError, ValidationError
 
 OPS = ("schedule", "reschedule", "cancel")
+BATCH_FIELDS = ("operations",)  # the top-level fields a batch body may carry
 MAX_OPS = 1000  # per call
 MAX_KEY = 1024  # characters of a timer key
 MAX_TXN = 255  # as a push's transactionId

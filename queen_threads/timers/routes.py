@@ -41,7 +41,7 @@ class Batch:
         body = json_body(req, self.body_limit)
         if not isinstance(body, dict):
             raise TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
-        ignored.note(req, "body", sorted(key for key in body if key != "operations"))
+        ignored.note(req, "body", sorted(key for key in body if key not in ops.BATCH_FIELDS))
         clean = ops.operations(body.get("operations"), producer_sub(req))
         media(resp, {"results": self.timers.apply(clean)})
 

@@ -7,9 +7,10 @@ from typing import Any
 
 from queen_threads import validation as v
 from queen_threads.kv import body as kv_ops
+from queen_threads.queue.body import ack_item, push_items
 from queen_threads.timers import body as timer_ops
 
-FIELDS = ("operations", "requiredLeases", "kv", "timers")
+TRANSACTION_FIELDS = ("operations", "requiredLeases", "kv", "timers")
 MAX_REQUIRED_LEASES = 10_000
 
 
@@ -19,9 +20,9 @@ def operation(op: Any, sub: str | None) -> dict[str, Any]:
     kind = op.get("type")
     if kind == "push":
         items = v.items_list(op, "items", "push operation requires an items array")
-        return {"type": "push", "items": v.push_items(items, sub)}
+        return {"type": "push", "items": push_items(items, sub)}
     if kind == "ack":
-        return {"type": "ack", **v.ack_item(op)}
+        return {"type": "ack", **ack_item(op)}
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")
 
 

@@ -23,7 +23,7 @@ from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import API, RW, Route, route
 from queen_threads.queue.routes.push import retry_after_when_full
 from queen_threads.queue.service import QueueService
-from queen_threads.transaction.body import FIELDS, operation, required_leases, riders
+from queen_threads.transaction.body import TRANSACTION_FIELDS, operation, required_leases, riders
 
 
 class Transaction:
@@ -38,7 +38,7 @@ class Transaction:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit, known=FIELDS)
+        body = json_object(req, self.body_limit, known=TRANSACTION_FIELDS)
         if "operations" not in body:
             raise v.ValidationError("operations array required")
         raw = v.items_list(body, "operations", "operations array required")

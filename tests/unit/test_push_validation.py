@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from queen_threads import validation as v
 from queen_threads.errors import ValidationError
+from queen_threads.queue import body as v
 
 
 def test_items_are_normalised() -> None:

@@ -16,6 +16,7 @@ from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound, ValidationError
 from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
 from queen_threads.http.request import json_object, media, str_param
+from queen_threads.queue.body import ack_item
 from queen_threads.queue.service import QueueService
 
 DEFAULT_LIMIT = 200
@@ -95,7 +96,7 @@ class MoveToDeadLetter:
         body = json_object(req, self.body_limit, allow_empty=True)
         group = v.optional_name(body.get("consumerGroup"), "Consumer group", v.QUEUE_MODE)
         error = v.optional_str(body.get("error", body.get("errorMessage")), "error")
-        ack = v.ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
+        ack = ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
                           "error": error or MANUAL_DLQ_ERROR, "consumerGroup": group})  # fmt: skip
         result = self.queues.ack([ack])[0]
         refusal = str(result.get("error") or "")

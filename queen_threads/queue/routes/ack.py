@@ -6,6 +6,7 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
+from queen_threads.queue.body import ack_item
 from queen_threads.queue.service import QueueService
 
 
@@ -20,7 +21,7 @@ class Ack:
             raise v.ValidationError("transactionId is required")
         if not isinstance(body.get("partitionId"), str) or not body["partitionId"]:
             raise v.ValidationError("partitionId is required to ensure message uniqueness")
-        media(resp, self.queues.ack([v.ack_item(body)]))
+        media(resp, self.queues.ack([ack_item(body)]))
 
 
 class AckBatch:
@@ -34,5 +35,5 @@ class AckBatch:
         if not raw:
             raise v.ValidationError("acknowledgments array cannot be empty")
         group = body.get("consumerGroup")
-        acks = [v.ack_item(item, group) for item in raw]
+        acks = [ack_item(item, group) for item in raw]
         media(resp, self.queues.ack(acks))

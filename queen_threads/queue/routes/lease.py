@@ -7,6 +7,7 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
+from queen_threads.queue.body import LEASE_FIELDS
 from queen_threads.queue.store import QueueStore
 
 MAX_EXTEND_SECONDS = 7 * 24 * 3600  # also the most a pop's leaseSeconds may ask for
@@ -18,7 +19,7 @@ class LeaseExtend:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, leaseId: str) -> None:
-        body = json_object(req, self.body_limit, allow_empty=True, known=("seconds",))
+        body = json_object(req, self.body_limit, allow_empty=True, known=LEASE_FIELDS)
         seconds = body.get("seconds")
         if seconds is not None and (
             isinstance(seconds, bool)

@@ -30,6 +30,7 @@ from queen_threads.http.request import (
     str_param,
 )
 from queen_threads.polling import PopRequest
+from queen_threads.queue.body import subscription
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
 from queen_threads.queue.routes.lease import MAX_EXTEND_SECONDS
@@ -73,7 +74,7 @@ def pop_request(
     partition: str | None = None,
 ) -> PopRequest:
     """The pop the query string asks for (every parameter validated here, once)."""
-    mode, start = v.subscription(
+    mode, start = subscription(
         str_param(req, "subscriptionMode") or defaults.subscription_mode or None,
         str_param(req, "subscriptionFrom"),
     )

@@ -16,6 +16,7 @@ from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.queue import capacity
+from queen_threads.queue.body import push_items
 from queen_threads.queue.service import QueueService
 
 
@@ -34,7 +35,7 @@ class Push:
         body = json_object(req, self.body_limit)
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
-        items = v.push_items(raw, sub)
+        items = push_items(raw, sub)
         results = self.queues.push(items) if items else []
         retry_after_when_full(resp, results)
         media(resp, results, 201)
