@@ -101,60 +101,10 @@ WITH meta AS (
 SELECT count(*) > 0 FROM gone;
 
 -- ===== admin =====
--- Statements of the administration routes (queen_threads/queue/admin_store.py is their only
+-- Statements of the administration routes (queen_threads/admin/store.py is their only
 -- caller). Each returns one JSON text value (or a few counts); optional filters are NULL
--- when unset. The stored functions they use live in schema/functions/80_admin.sql.
-
--- name: admin_dlq_list
--- Dead-letter rows, newest failure first, one page of them plus the total under the same
--- filters (from/to bound failed_at; error: case-insensitive substring of the error text,
--- as POST /dlq/requeue matches it).
-WITH f AS (
-    SELECT d.id AS dlq_id, d.consumer_group, d.error_message, d.retry_count, d.failed_at,
-           d.error_type, d.attempts, m.id AS mid, m.transaction_id, m.partition_id, m.payload, m.trace_id,
-           m.producer_sub, m.is_encrypted, m.created_at, p.name AS pname, q.name AS qname
-      FROM queen.dead_letter_queue d
-      JOIN queen.messages m ON m.id = d.message_id
-      JOIN queen.partitions p ON p.id = d.partition_id
-      JOIN queen.queues q ON q.id = p.queue_id
-     WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)
-       AND (%(partition)s::text IS NULL OR p.name = %(partition)s::text)
-       AND (%(group)s::text IS NULL OR d.consumer_group = %(group)s::text)
-       AND (%(from_ts)s::timestamptz IS NULL OR d.failed_at >= %(from_ts)s::timestamptz)
-       AND (%(to_ts)s::timestamptz IS NULL OR d.failed_at <= %(to_ts)s::timestamptz)
-       AND (%(error)s::text IS NULL
-            OR strpos(lower(coalesce(d.error_message, '')), lower(%(error)s::text)) > 0)
-), page AS (
-    SELECT * FROM f ORDER BY failed_at DESC, mid DESC, consumer_group
-     LIMIT %(limit)s OFFSET %(offset)s
-)
-SELECT jsonb_build_object(
-           'messages', coalesce((
-               SELECT jsonb_agg(jsonb_build_object(
-                          'id', pg.mid::text,
-                          'transactionId', pg.transaction_id,
-                          'partitionId', pg.partition_id,
-                          'queue', pg.qname,
-                          'partition', pg.pname,
-                          'consumerGroup', pg.consumer_group,
-                          'errorMessage', pg.error_message,
-                          'retryCount', pg.retry_count,
-                          'errorType', pg.error_type,
-                          'attempts', pg.attempts,
-                          'data', pg.payload,
-                          'traceId', pg.trace_id,
-                          'producerSub', pg.producer_sub,
-                          'createdAt', queen._iso_ms(pg.created_at),
-                          'failedAt', queen._iso_ms(pg.failed_at),
-                          'isEncrypted', pg.is_encrypted)
-                        ORDER BY pg.failed_at DESC, pg.mid DESC, pg.consumer_group)
-                 FROM page pg), '[]'::jsonb),
-           'total', (SELECT count(*) FROM f),
-           'pagination', jsonb_build_object('limit', %(limit)s, 'offset', %(offset)s))::text;
-
--- name: admin_requeue_dlq_message
--- Requeue a dead-lettered message (a copy at the tail of its partition) and drop its DLQ rows.
-SELECT queen.requeue_dlq_message_v1(%s::jsonb)::text;
+-- when unset. The stored functions they use live in schema/functions/80_admin.sql. The
+-- DLQ's statements are in queries/dlq.sql.
 
 -- name: admin_message_list
 -- Messages newest first (without payloads), one page plus the total under the same

@@ -16,7 +16,7 @@ from queen_threads.queue.store import QueueStore
 def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict[str, Any]:
     """The stored function's pop request for one waiting intention (its own lease). Never
     acknowledged on delivery here: an autoAck long poll is acknowledged once its answer
-    was written to the client (resources/pop.py), so a departed client loses nothing.
+    was written to the client (queue/routes/pop.py), so a departed client loses nothing.
     An empty pop reports its due time (`due`, schema/functions/29_pop_due.sql)."""
     arguments = intention.request.arguments(
         str(uuid.uuid4()), idx=idx, stop_on_empty=stop_on_empty, auto_ack=False

@@ -1,6 +1,6 @@
 -- KEY/VALUE batches: POST /api/v1/kv (queen.kv_batch_v1) and the `kv` rider of
 -- POST /api/v1/transaction (queen.transaction_kv_v1, called by execute_transaction_v2).
--- The ops were validated by queen_threads/kv/ops.py (names, expiry, expect, budgets, one
+-- The ops were validated by queen_threads/kv/body.py (names, expiry, expect, budgets, one
 -- write per key per call).
 --
 -- Apply order: every single-key op in ascending (namespace, key) COLLATE "C", then the

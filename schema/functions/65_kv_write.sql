@@ -1,7 +1,7 @@
 -- KEY/VALUE writes and checks, one key each (queen.kv_apply_v1 calls them in key order).
 -- Each returns the verdict without its index: {op, applied, key, value, version, reason?}
 -- where value/version are what a reader sees after the call (docs/kv.md). The op was
--- validated before (queen_threads/kv/ops.py): the shapes here are trusted.
+-- validated before (queen_threads/kv/body.py): the shapes here are trusted.
 
 -- put / putIfAbsent. `expect` NULL: an upsert that replaces value and expiry. 0: "must
 -- not exist", which wins against an expired row not swept yet (a new lineage). N > 0: a

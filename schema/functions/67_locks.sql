@@ -7,7 +7,7 @@
 -- renew, gets a higher one. The guard a grant answers is the kv `check` of that row at
 -- that token, which a transaction's `kv` rider holds FOR SHARE until its commit.
 --
--- The ops were validated by queen_threads/kv/locks.py. One call, one transaction; its
+-- The ops were validated by queen_threads/kv/lock_body.py. One call, one transaction; its
 -- operations are independent (each on its own lock).
 
 CREATE OR REPLACE FUNCTION queen._lock_key(p_name text, p_slot integer)

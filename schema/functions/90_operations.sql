@@ -1,7 +1,7 @@
 -- OPERATIONS. The retention and eviction services (one bounded batch per call, so a large
 -- cleanup never holds locks for long), and the counts behind the status routes and the
 -- Prometheus backlog gauges. The services themselves run in one process per database at a
--- time (queen_threads/services/retention.py, advisory lock); these functions are also
+-- time (queen_threads/background/retention.py, advisory lock); these functions are also
 -- safe when called concurrently: a message is deleted once, by whichever call gets it.
 --
 -- Rules shared by every cleanup kind:

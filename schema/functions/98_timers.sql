@@ -2,7 +2,7 @@
 -- /api/v1/timers/{queue}/{key}, the `timers` rider of POST /api/v1/transaction). The tables
 -- are in migrations/0014_timers.sql; the fire is in 98_timers_fire.sql.
 --
--- Input ops (validated by queen_threads/timers/ops.py):
+-- Input ops (validated by queen_threads/timers/body.py):
 --   {op: "schedule"|"reschedule", queue, timerKey, partition, payload (any JSON),
 --    isEncrypted, delayMs, txn, producerSub}
 --   {op: "cancel", queue, timerKey, txn|null}

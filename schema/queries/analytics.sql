@@ -3,7 +3,7 @@
 -- `metrics` background service samples and prunes, and the chart statements of
 -- GET /api/v1/status/analytics and /api/v1/analytics/* (docs/api-admin.md, "Analytics").
 -- Callers: queen_threads/metrics/collector.py, queen_threads/background/metrics_job.py,
--- queen_threads/queue/analytics_store.py. Stored functions: 95_analytics.sql.
+-- queen_threads/admin/analytics_store.py. Stored functions: 95_analytics.sql.
 --
 -- Every chart statement takes [%(from_ts)s, %(to_ts)s) and a bucket of %(step_s)s seconds
 -- (queen._bucket: aligned on the Unix epoch); %(from_ts)s is already the start of the

@@ -1,6 +1,6 @@
 -- ===== failover =====
 -- Maintenance flags (queen.system_state, shared by every process and instance) read and
--- written by queen_threads/services/maintenance.py.
+-- written by queen_threads/background/maintenance.py.
 
 -- name: maintenance_get
 -- Both maintenance flags; a missing row means off.

@@ -1,7 +1,8 @@
 -- ===== operations =====
 -- Background services (retention, eviction), their shared schedule, the status routes and
--- the Prometheus backlog gauges. Callers: queen_threads/services/{background,retention,
--- prometheus}.py and queen_threads/resources/status.py. Stored functions: 90_operations.sql.
+-- the Prometheus backlog gauges. Callers: queen_threads/background/{exclusive,retention}.py,
+-- queen_threads/admin/store.py (status routes, backlog gauges). Stored functions:
+-- 90_operations.sql.
 
 -- name: ops_session_setup
 -- Timeouts of a background service's dedicated connection (statement, lock; ms as text).

@@ -1,6 +1,6 @@
 -- ===== resources =====
 -- The partition listing, clearing a queue and refreshing the planner statistics
--- (queen_threads/queue/admin_store.py is their only caller; the stored functions live in
+-- (queen_threads/admin/store.py is their only caller; the stored functions live in
 -- schema/functions/85_clear_and_stats.sql).
 
 -- name: admin_partition_list

@@ -1,5 +1,5 @@
 -- ===== streams =====
--- Windowed consumption (queen_threads/queue/stream_store.py is their only caller; the
+-- Windowed consumption (queen_threads/streams/store.py is their only caller; the
 -- stored functions live in schema/functions/97_streams.sql).
 
 -- name: stream_define

@@ -1,5 +1,5 @@
 """POST /api/v1/configure: create or update a queue (its detail and deletion are in
-resources/listings.py)."""
+admin/routes/listings.py)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,129 @@
+-- THE DEAD-LETTER QUEUE: every stored function behind the DLQ routes (queen_threads/dlq/).
+-- Requeueing one message (POST /api/v1/messages/{partitionId}/{transactionId}/retry) and
+-- many at once (POST /api/v1/dlq/requeue) share the copy to the partition's tail and the
+-- wake-up. (The DLQ list is a plain statement, schema/queries/dlq.sql.)
+
+-- REQUEUE from the DLQ. Consumption is cursor-based, so a dead-lettered message (which the
+-- cursor has passed) becomes deliverable again as a copy appended at the tail of its
+-- partition: new id, same payload / traceId / producerSub / encryption flag, transactionId
+-- "<original>:retry:<12 hex>" (the original row keeps its transactionId, which is unique per
+-- partition). The copy is a new message: no retry state follows it.
+-- Other groups whose cursor had already reached the old tail of the partition are moved past
+-- the copy, so a group that completed the original does not receive it again when it is
+-- caught up; a group still behind the tail will read the copy too (at-least-once).
+-- Shared by the single-message route (requeue_dlq_message_v1) and the bulk one
+-- (requeue_dlq_chunk_v1, below). The caller holds the partition's row lock
+-- (FOR NO KEY UPDATE, as push takes it, so the copy's (created_at, id) follows every
+-- message committed before it), has deleted the DLQ rows of p_groups (the groups the copy
+-- is for) and sends the wake-up.
+CREATE OR REPLACE FUNCTION queen._dlq_copy_to_tail(p_msg queen.messages, p_groups text[])
+RETURNS queen.messages
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_tail_ts timestamptz;
+    v_tail_id bigint;
+    v_new     queen.messages;
+    v_offset  bigint;
+BEGIN
+    SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
+      FROM queen.partition_lookup pl WHERE pl.partition_id = p_msg.partition_id;
+
+    UPDATE queen.partitions
+       SET last_activity = clock_timestamp(), next_offset = next_offset + 1
+     WHERE id = p_msg.partition_id
+    RETURNING next_offset - 1 INTO v_offset;
+
+    INSERT INTO queen.messages
+           (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
+            created_at, partition_offset)
+    VALUES (p_msg.transaction_id || ':retry:' || left(replace(gen_random_uuid()::text, '-', ''), 12),
+            p_msg.partition_id, p_msg.payload, p_msg.trace_id, p_msg.producer_sub,
+            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts), v_offset)
+    RETURNING * INTO v_new;
+
+    IF v_tail_id IS NOT NULL THEN
+        UPDATE queen.partition_consumers pc
+           SET last_consumed_created_at = v_new.created_at,
+               last_consumed_id = v_new.id
+         WHERE pc.partition_id = p_msg.partition_id
+           AND pc.consumer_group <> ALL (p_groups)
+           AND (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
+               >= (v_tail_ts, v_tail_id);
+    END IF;
+    RETURN v_new;
+END;
+$$;
+
+-- The wake-up after requeued copies were appended to a partition (pollers of every process
+-- hear it through LISTEN); sent once per partition and transaction.
+CREATE OR REPLACE FUNCTION queen._dlq_requeue_wake(p_pid uuid)
+RETURNS void
+LANGUAGE sql AS $$
+    SELECT queen._wake(jsonb_build_object(
+               'kind', 'push', 'queue', q.name, 'partition', p.name,
+               'namespace', q.namespace, 'task', q.task))
+      FROM queen.partitions p
+      JOIN queen.queues q ON q.id = p.queue_id
+     WHERE p.id = p_pid
+$$;
+
+-- One dead-lettered message (the single-message route).
+-- Input:  {partitionId, transactionId, consumerGroup|null (null = every group that
+--          dead-lettered it)}
+-- Output: {found, messageFound, requeuedFor:[groups], newTransactionId, messageId, queue,
+--          partition}
+CREATE OR REPLACE FUNCTION queen.requeue_dlq_message_v1(p jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pid    uuid := queen._try_uuid(p ->> 'partitionId');
+    v_txn    text := p ->> 'transactionId';
+    v_group  text := nullif(p ->> 'consumerGroup', '');
+    v_msg    queen.messages;
+    v_pname  text;
+    v_qname  text;
+    v_groups text[];
+    v_new    queen.messages;
+BEGIN
+    SELECT * INTO v_msg FROM queen.messages
+     WHERE partition_id = v_pid AND transaction_id = v_txn;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('found', false, 'messageFound', false);
+    END IF;
+
+    SELECT p.name INTO v_pname FROM queen.partitions p WHERE p.id = v_pid FOR NO KEY UPDATE;
+    SELECT q.name INTO v_qname FROM queen.queues q JOIN queen.partitions p ON p.queue_id = q.id
+     WHERE p.id = v_pid;
+
+    WITH gone AS (
+        DELETE FROM queen.dead_letter_queue d
+         WHERE d.message_id = v_msg.id AND (v_group IS NULL OR d.consumer_group = v_group)
+        RETURNING d.consumer_group
+    )
+    SELECT array_agg(consumer_group ORDER BY consumer_group) INTO v_groups FROM gone;
+    IF v_groups IS NULL THEN
+        RETURN jsonb_build_object('found', false, 'messageFound', true);
+    END IF;
+
+    v_new := queen._dlq_copy_to_tail(v_msg, v_groups);
+    PERFORM queen._dlq_requeue_wake(v_pid);
+
+    RETURN jsonb_build_object(
+        'found', true,
+        'messageFound', true,
+        'requeuedFor', to_jsonb(v_groups),
+        'newTransactionId', v_new.transaction_id,
+        'messageId', v_new.id::text,
+        'queue', v_qname,
+        'partition', v_pname);
+END;
+$$;
+
 -- BULK REQUEUE from the DLQ (POST /api/v1/dlq/requeue). Each selected message gets a copy
 -- at the tail of its partition exactly as the single-message route makes it
--- (queen._dlq_copy_to_tail, 80_admin.sql); the Python side (queen_threads/queue/
--- dlq_requeue.py) calls requeue_dlq_chunk_v1 once per chunk, each chunk its own
--- transaction, and paces the chunks.
+-- (queen._dlq_copy_to_tail, above); the Python side (queen_threads/dlq/service.py) calls
+-- requeue_dlq_chunk_v1 once per chunk, each chunk its own transaction, and paces the
+-- chunks.
 --
 -- Selection (every key optional, all of them ANDed; the route requires at least one):
 --   {queue, partition, consumerGroup, error (case-insensitive substring of the DLQ row's
