@@ -12,6 +12,7 @@ from queen_threads.settings.parsers import (
     cpu_count,
     env,
     integer,
+    number,
     readable_file,
     text,
 )
@@ -54,6 +55,20 @@ class HttpSettings:
     )
     graceful_timeout: int = env(
         "GRACEFUL_TIMEOUT", 30, integer(1), "Seconds a worker may take to finish on SIGTERM."
+    )
+    request_head_timeout_s: float = env(
+        "QUEEN_REQUEST_HEAD_TIMEOUT",
+        10.0,
+        number(0.1),
+        "Seconds a connection has to send a complete request head (from connecting, or from "
+        "the first byte of a keep-alive connection's next request); then it is closed.",
+    )
+    idle_connection_timeout_s: float = env(
+        "QUEEN_IDLE_CONNECTION_TIMEOUT",
+        75.0,
+        number(0.1),
+        "Seconds a keep-alive connection may stay silent between requests before it is "
+        "closed (keep it above the idle timeout of a proxy in front).",
     )
     max_body_size: int = env(
         "MAX_BODY_SIZE",
