@@ -123,13 +123,16 @@ class QueenGeventWorker(GeventWorker):
     head_timeout: float = 10.0
     idle_timeout: float = 75.0
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._connections: dict[Any, _Connection] = {}  # by handler greenlet
+
     def init_process(self) -> None:
         from queen_threads.settings import load_settings
 
         settings = load_settings()  # validated by the master already: same environment
         self.head_timeout = settings.request_head_timeout_s
         self.idle_timeout = settings.idle_connection_timeout_s
-        self._connections: dict[Any, _Connection] = {}
         if self.cfg.is_ssl:
             self.cfg.set("ssl_context", handshake_in_handler(self.cfg.ssl_context))
         super().init_process()
