@@ -21,6 +21,9 @@ through ``cfg.set``) so that sockets are wrapped without a handshake, and ``hand
 the handshake under the first request's deadline (gunicorn's own ``do_handshake()`` after
 it finds the handshake done).
 
+When the worker stops (SIGTERM), an idle keep-alive connection is closed at the next
+heartbeat (``notify``) instead of holding the worker until GRACEFUL_TIMEOUT.
+
 A request already read (a long poll waiting server-side, a body upload, a response being
 written) is outside ``timeout_ctx`` and never cut. ``tests/unit/test_worker.py`` fails if
 gunicorn stops reading heads this way; ``tests/acceptance/test_slow_clients.py`` holds
@@ -47,12 +50,13 @@ class HeadTimeout(BaseException):
 class _Connection:
     """What the deadlines need to know about one connection its handler greenlet serves."""
 
-    __slots__ = ("fileno", "heads", "reached")
+    __slots__ = ("deadline", "fileno", "heads", "reached")
 
     def __init__(self, fileno: int) -> None:
         self.fileno = fileno
         self.reached = time.monotonic()
         self.heads = 0  # request heads read so far
+        self.deadline: HeadDeadline | None = None  # the current head read's
 
 
 class HeadDeadline:
@@ -87,6 +91,19 @@ class HeadDeadline:
             self._watcher = loop.io(self._fileno, 1)  # 1 = READ
             self._watcher.start(self._first_byte)
         return self
+
+    @property
+    def idle(self) -> bool:
+        """Waiting for a keep-alive connection's next request, not a byte of it yet."""
+        return self._watcher is not None
+
+    def expire_now(self) -> None:
+        """End the wait at once (the worker is stopping): only while idle, never once a
+        request has begun to arrive."""
+        if self.idle:
+            self._stop_watcher()
+            self._disarm()
+            self._arm(0.0)
 
     def __exit__(self, typ: Any, value: Any, tb: Any) -> bool:
         self._stop_watcher()
@@ -164,8 +181,20 @@ class QueenGeventWorker(GeventWorker):
             return super().timeout_ctx()
         conn.heads += 1
         if conn.heads == 1:
-            return HeadDeadline(conn.fileno, self.head_timeout, start=conn.reached)
-        return HeadDeadline(conn.fileno, self.head_timeout, idle_s=self.idle_timeout)
+            conn.deadline = HeadDeadline(conn.fileno, self.head_timeout, start=conn.reached)
+        else:
+            conn.deadline = HeadDeadline(conn.fileno, self.head_timeout, idle_s=self.idle_timeout)
+        return conn.deadline
+
+    def notify(self) -> None:
+        """gunicorn's heartbeat, once a second, also while the worker drains on SIGTERM:
+        then an idle keep-alive connection is closed at once. Otherwise each one would hold
+        the worker until its idle bound or GRACEFUL_TIMEOUT, whichever came first."""
+        super().notify()
+        if not self.alive:
+            for conn in list(self._connections.values()):
+                if conn.deadline is not None:
+                    conn.deadline.expire_now()
 
 
 SSLContextHook = Callable[[Any, Callable[[], ssl.SSLContext]], ssl.SSLContext]

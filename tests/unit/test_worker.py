@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 from gevent import socket
 from gunicorn.config import Config
@@ -27,23 +28,30 @@ pytestmark = pytest.mark.serial  # asserts when a connection closes, to a fracti
 HEAD_S = 0.3
 IDLE_S = 0.6
 REQUEST = b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n"
+WAITING = gevent.event.Event()  # set when the app starts serving /wait
 
 
 def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
     if environ["PATH_INFO"] == "/wait":  # a long poll: the request is read, the answer waits
+        WAITING.set()
         gevent.sleep(3 * IDLE_S)
     start_response("200 OK", [("Content-Length", "2")])
     return [b"ok"]
 
 
 @pytest.fixture
-def connect() -> Iterator[Callable[[], socket.socket]]:
-    """A client socket whose server end is served by the worker's handle() in a greenlet."""
+def worker() -> QueenGeventWorker:
     cfg = Config()
     cfg.set("keepalive", 75)
-    worker = QueenGeventWorker(0, os.getpid(), [], None, 30, cfg, Logger(cfg))
+    worker = QueenGeventWorker(0, os.getppid(), [], None, 30, cfg, Logger(cfg))
     worker.head_timeout, worker.idle_timeout = HEAD_S, IDLE_S
     worker.wsgi = app
+    return worker
+
+
+@pytest.fixture
+def connect(worker: QueenGeventWorker) -> Iterator[Callable[[], socket.socket]]:
+    """A client socket whose server end is served by the worker's handle() in a greenlet."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(16)
@@ -122,3 +130,21 @@ def test_a_request_already_read_is_not_cut(connect: Any) -> None:
     assert answer(client, b"GET /wait HTTP/1.1\r\nHost: t\r\n\r\n") == b"HTTP/1.1 200 OK"
     assert time.monotonic() - start >= 3 * IDLE_S
     assert answer(client) == b"HTTP/1.1 200 OK"  # and the connection serves the next one
+
+
+def test_a_stopping_worker_closes_idle_keep_alive_connections_and_finishes_requests(
+    worker: QueenGeventWorker, connect: Any
+) -> None:
+    idle, busy = connect(), connect()
+    assert answer(idle) == b"HTTP/1.1 200 OK"
+    WAITING.clear()
+    busy.sendall(b"GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
+    assert WAITING.wait(5)  # the worker has read the long request
+    worker.alive = False  # what SIGTERM does; gunicorn's drain loop calls notify() each second
+    worker.notify()
+    assert closed_after(idle) < 0.2  # not at the idle bound
+    start = time.monotonic()
+    with gevent.Timeout(5):
+        head = busy.recv(4096)
+    assert head.startswith(b"HTTP/1.1 200 OK"), head
+    assert time.monotonic() - start >= 3 * IDLE_S - 0.3  # answered in full, not cut
