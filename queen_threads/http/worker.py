@@ -5,9 +5,9 @@ gunicorn's gevent worker reads every request head of a connection inside
 ``with self.timeout_ctx(): req = next(parser)`` (``AsyncWorker.handle``), the first one
 included, and gives up on the connection when that block ends without a request. Its own
 ``timeout_ctx`` is one ``gevent.Timeout(keepalive)`` for the wait *and* the head, so a
-client could trickle a header for the whole keep-alive bound. This worker overrides the
-two methods gunicorn's own workers override (``handle`` and ``timeout_ctx``) and nothing
-else:
+client could trickle a header for the whole keep-alive bound. This worker overrides only
+methods gunicorn's own ``GeventWorker`` overrides (``init_process``, ``handle``,
+``timeout_ctx``, ``notify``), patches nothing, and always calls gunicorn's version:
 
 - the first request's head must be complete ``head_timeout`` after the connection reached
   the worker: a silent connection and a trickled head are both closed then;
