@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from queen_threads.errors import ConfigError
 from queen_threads.settings.parsers import (
+    Parser,
     boolean,
     choice,
     cpu_count,
@@ -29,6 +30,19 @@ def webapp_folder(raw: str) -> str:
     if not has_index or not os.path.isdir(os.path.join(path, "assets")):
         raise ValueError(f"{path!r} is not a dashboard folder (index.html and assets/)")
     return os.path.abspath(path)
+
+
+def seconds(minimum: float, maximum: float) -> Parser:
+    """A duration in seconds, fractions allowed, within [minimum, maximum] (so never NaN)."""
+    parse_number = number(minimum)
+
+    def parse(raw: str) -> float:
+        value: float = parse_number(raw)
+        if not value <= maximum:
+            raise ValueError(f"must be <= {maximum:g}, got {raw.strip()!r}")
+        return value
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -59,14 +73,14 @@ class HttpSettings:
     request_head_timeout_s: float = env(
         "QUEEN_REQUEST_HEAD_TIMEOUT",
         10.0,
-        number(0.1),
+        seconds(0.1, 3600),
         "Seconds a connection has to send a complete request head (from connecting, or from "
         "the first byte of a keep-alive connection's next request); then it is closed.",
     )
     idle_connection_timeout_s: float = env(
         "QUEEN_IDLE_CONNECTION_TIMEOUT",
         75.0,
-        number(0.1),
+        seconds(0.1, 86400),
         "Seconds a keep-alive connection may stay silent between requests before it is "
         "closed (keep it above the idle timeout of a proxy in front).",
     )

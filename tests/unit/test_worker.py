@@ -21,7 +21,9 @@ from gevent import socket
 from gunicorn.config import Config
 from gunicorn.glogging import Logger
 
+from queen_threads.errors import ConfigError
 from queen_threads.http.worker import QueenGeventWorker
+from queen_threads.settings import load_settings
 
 pytestmark = pytest.mark.serial  # asserts when a connection closes, to a fraction of a second
 
@@ -148,3 +150,17 @@ def test_a_stopping_worker_closes_idle_keep_alive_connections_and_finishes_reque
         head = busy.recv(4096)
     assert head.startswith(b"HTTP/1.1 200 OK"), head
     assert time.monotonic() - start >= 3 * IDLE_S - 0.3  # answered in full, not cut
+
+
+@pytest.mark.parametrize("raw", ["abc", "0", "-1", "nan", "inf", "1e9"])
+@pytest.mark.parametrize("name", ["QUEEN_REQUEST_HEAD_TIMEOUT", "QUEEN_IDLE_CONNECTION_TIMEOUT"])
+def test_a_malformed_bound_stops_the_start_naming_the_variable(name: str, raw: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^invalid {name}: "):
+        load_settings({name: raw}, dotenv_path=None)
+
+
+def test_the_bounds_default_to_10_and_75_seconds_and_take_fractions() -> None:
+    s = load_settings({}, dotenv_path=None)
+    assert (s.request_head_timeout_s, s.idle_connection_timeout_s) == (10.0, 75.0)
+    s = load_settings({"QUEEN_REQUEST_HEAD_TIMEOUT": "2.5"}, dotenv_path=None)
+    assert s.request_head_timeout_s == 2.5
