@@ -42,13 +42,14 @@ def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[byt
 
 
 @pytest.fixture
-def worker() -> QueenGeventWorker:
+def worker() -> Iterator[QueenGeventWorker]:
     cfg = Config()
     cfg.set("keepalive", 75)
     worker = QueenGeventWorker(0, os.getppid(), [], None, 30, cfg, Logger(cfg))
     worker.head_timeout, worker.idle_timeout = HEAD_S, IDLE_S
     worker.wsgi = app
-    return worker
+    yield worker
+    worker.tmp.close()  # the heartbeat file gunicorn's Worker opens
 
 
 @pytest.fixture
