@@ -33,6 +33,7 @@ hostile connections against the real server.
 from __future__ import annotations
 
 import functools
+import logging
 import ssl
 import time
 from collections.abc import Callable
@@ -40,6 +41,8 @@ from typing import Any
 
 import gevent
 from gunicorn.workers.ggevent import GeventWorker
+
+log = logging.getLogger("queen_threads.http")
 
 
 class HeadTimeout(BaseException):
@@ -79,6 +82,7 @@ class HeadDeadline:
         self._greenlet: Any = None
         self._timer: Any = None
         self._watcher: Any = None
+        self.expired_idle: bool | None = None  # after an expiry: in the idle wait or not
 
     def __enter__(self) -> HeadDeadline:
         self._greenlet = gevent.getcurrent()
@@ -106,9 +110,13 @@ class HeadDeadline:
             self._arm(0.0)
 
     def __exit__(self, typ: Any, value: Any, tb: Any) -> bool:
+        idle = self.idle
         self._stop_watcher()
         self._disarm()
-        return value is self._expired
+        if value is not self._expired:
+            return False
+        self.expired_idle = idle
+        return True
 
     def _first_byte(self) -> None:
         self._stop_watcher()
@@ -164,6 +172,12 @@ class QueenGeventWorker(GeventWorker):
             super().handle(listener, client, addr)
         finally:
             self._connections.pop(current, None)
+            if conn.deadline is not None and conn.deadline.expired_idle is not None:
+                log.debug(
+                    "closed %s: %s",
+                    addr,
+                    "idle keep-alive" if conn.deadline.expired_idle else "no complete request head",
+                )
 
     def _handshake(self, client: ssl.SSLSocket, conn: _Connection) -> bool:
         client.setblocking(True)
@@ -171,7 +185,7 @@ class QueenGeventWorker(GeventWorker):
             with gevent.Timeout(max(0.0, conn.reached + self.head_timeout - time.monotonic())):
                 client.do_handshake()
         except (gevent.Timeout, OSError) as exc:  # ssl.SSLError is an OSError
-            self.log.debug("TLS handshake abandoned: %r", exc)
+            log.debug("TLS handshake abandoned: %r", exc)
             return False
         return True
 

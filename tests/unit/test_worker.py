@@ -9,6 +9,7 @@ blocking call here is a gevent socket's. The real server: tests/acceptance/test_
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -91,8 +92,13 @@ def answer(client: socket.socket, request: bytes = REQUEST) -> bytes:
     return data.split(b"\r\n", 1)[0]
 
 
-def test_a_silent_connection_is_closed_at_the_head_bound(connect: Any) -> None:
+def test_a_silent_connection_is_closed_at_the_head_bound(
+    connect: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, "queen_threads.http")
     assert HEAD_S - 0.05 <= closed_after(connect()) < HEAD_S + 0.5
+    gevent.sleep(0)  # the handler's last step, after the close
+    assert caplog.messages[-1].endswith(": no complete request head"), caplog.messages
 
 
 def test_a_trickled_head_is_closed_at_the_head_bound(connect: Any) -> None:
@@ -111,12 +117,17 @@ def test_a_trickled_head_is_closed_at_the_head_bound(connect: Any) -> None:
     assert HEAD_S - 0.05 <= time.monotonic() - start < HEAD_S + 0.5
 
 
-def test_keep_alive_waits_the_idle_bound_then_closes(connect: Any) -> None:
+def test_keep_alive_waits_the_idle_bound_then_closes(
+    connect: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, "queen_threads.http")
     client = connect()
     assert answer(client) == b"HTTP/1.1 200 OK"
     gevent.sleep(0.75 * IDLE_S)  # longer than HEAD_S: silence between requests is no head
     assert answer(client) == b"HTTP/1.1 200 OK"
     assert IDLE_S - 0.05 <= closed_after(client) < IDLE_S + 0.5
+    gevent.sleep(0)
+    assert caplog.messages[-1].endswith(": idle keep-alive"), caplog.messages
 
 
 def test_the_next_head_has_the_head_bound_from_its_first_byte(connect: Any) -> None:
