@@ -32,6 +32,7 @@ from queen_threads.kv import KvStore, kv_sweep_service
 from queen_threads.kv.metrics import count_lock_acquires
 from queen_threads.metrics import (
     AnalyticsCollector,
+    Exposition,
     Instruments,
     MeteredAuthenticator,
     ObservedRequestStats,
@@ -246,18 +247,20 @@ class Runtime:
             settings, self.direct_dsn, owner, self.schema_ready, observe_service
         )
         self.instruments.bind(
-            Sampler(
-                self.started_at,
-                self.db.pool,
-                self.polling,
-                self.listener,
-                self.maintenance,
-                self.peers,
-                streams=self.stream_polling,
-            ),
-            backlog=self.admin.backlog,
-            buffer=self.buffer.status,
-            collectors=[TimersCollector(self.timers.store.stats)],
+            Exposition(
+                Sampler(
+                    self.started_at,
+                    self.db.pool,
+                    self.polling,
+                    self.listener,
+                    self.maintenance,
+                    self.peers,
+                    streams=self.stream_polling,
+                ),
+                backlog=self.admin.backlog,
+                buffer=self.buffer.status,
+                collectors=[TimersCollector(self.timers.store.stats)],
+            )
         )
         # Every service, in the order they start; they stop in reverse. Those of `at_exit`
         # stop only at worker exit (`stop`), after the requests in flight: the buffer and

@@ -193,14 +193,8 @@ class Instruments:
         self.minutes = QueueMinutes()  # per-queue analytics counts until the next flush
         self.exposition: Exposition | None = None
 
-    def bind(
-        self,
-        sampler: Sampler,
-        backlog: BacklogSource,
-        buffer: BufferStatus,
-        collectors: Sequence[Any] = (),
-    ) -> None:
-        self.exposition = Exposition(sampler, backlog, buffer, collectors)
+    def bind(self, exposition: Exposition) -> None:
+        self.exposition = exposition
 
     def start(self) -> None:
         if self.exposition is not None:

@@ -9,23 +9,7 @@ import pytest
 
 from queen_threads.http.routes import NONE, RouteTable
 from queen_threads.queue.routes.pop import PARAMS as POP
-from tests.support.routes import rows, served, table_and_app
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[RouteTable, falcon.App]:
-    """The real table and app around a runtime that is never started."""
-    return table_and_app(tmp_path_factory.mktemp("params"))
-
-
-@pytest.fixture(scope="module")
-def app(built: tuple[RouteTable, falcon.App]) -> falcon.App:
-    return built[1]
-
-
-@pytest.fixture(scope="module")
-def table(built: tuple[RouteTable, falcon.App]) -> RouteTable:
-    return built[0]
+from tests.support.routes import rows, served
 
 
 def test_every_served_route_has_a_row(app: falcon.App, table: RouteTable) -> None:

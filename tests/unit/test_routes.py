@@ -13,12 +13,7 @@ from queen_threads.auth import Role
 from queen_threads.http.auth import Authentication
 from queen_threads.http.ignored import ReportIgnoredParameters
 from queen_threads.http.routes import Method, Route, RouteTable, Rule, route
-from tests.support.routes import served, table_and_app
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[RouteTable, falcon.App]:
-    return table_and_app(tmp_path_factory.mktemp("routes"))
+from tests.support.routes import served
 
 
 def test_every_row_names_its_access_and_parameters(built: tuple[RouteTable, falcon.App]) -> None:
