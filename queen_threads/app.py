@@ -52,13 +52,18 @@ def route_table(runtime: Runtime) -> RouteTable:
     exposition = rt.instruments.exposition
     assert exposition is not None
     health = Health(
-        rt.db, settings.port, rt.worker_id, rt.version, rt.schema_ready, rt.schema_ready_now
+        rt.db,
+        settings.port,
+        rt.worker_id,
+        rt.version,
+        rt.schema_ready,
+        rt.availability.schema_ready_now,
     )
     metrics = Metrics(rt.started_at, metrics_sections(rt))
     return RouteTable([
         *operations.routes(health, metrics, PrometheusMetrics(exposition), rt.peers),
         *queue.routes(
-            rt.queues, rt.store, rt.polling, rt.maintenance, rt.require_database,
+            rt.queues, rt.store, rt.polling, rt.maintenance, rt.availability.require_database,
             defaults, body_limit,
         ),
         *transaction.routes(rt.queues, rt.timers.scheduled, body_limit),
@@ -68,7 +73,7 @@ def route_table(runtime: Runtime) -> RouteTable:
         *status.routes(rt.admin),
         *streams.routes(
             rt.streams, rt.stream_store, rt.stream_polling, body_limit, timeouts,
-            rt.maintenance, rt.require_database,
+            rt.maintenance, rt.availability.require_database,
         ),
         *streams_sdk.routes(rt.streams_sdk, body_limit),
         *kv.routes(rt.kv, body_limit),

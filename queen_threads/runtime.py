@@ -14,10 +14,11 @@ import time
 import uuid
 from typing import Any, Protocol
 
-from queen_threads import __version__, migrate
+from queen_threads import __version__
 from queen_threads.admin.analytics_store import AnalyticsStore
 from queen_threads.admin.store import AdminStore
 from queen_threads.auth import Authenticator, build_verifier
+from queen_threads.availability import Availability
 from queen_threads.background.exclusive import ExclusiveService
 from queen_threads.background.maintenance import Maintenance
 from queen_threads.background.metrics_job import metrics_service
@@ -27,7 +28,6 @@ from queen_threads.crypto import PayloadCipher
 from queen_threads.db import Database, PoolConfig
 from queen_threads.dlq.store import DlqStore
 from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
-from queen_threads.errors import DatabaseUnavailable, MigrationError
 from queen_threads.kv import KvStore, kv_sweep_service
 from queen_threads.kv.metrics import count_lock_acquires
 from queen_threads.metrics import (
@@ -67,9 +67,6 @@ from queen_threads.wake.peers import PeerService
 from queen_threads.wake.targets import WakeTargets
 
 log = logging.getLogger("queen_threads.runtime")
-
-UNAVAILABLE_RETRY_S = 2  # Retry-After of a pop refused while the database is down
-SCHEMA_RETRY_MAX_S = 2.0  # longest pause between migration attempts at start
 
 
 class Service(Protocol):
@@ -172,9 +169,9 @@ class Runtime:
         )
         self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted)
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
-        self.schema_ready = threading.Event()
-        self._schema_retry = threading.Event()  # try the migration now, not after the backoff
-        self.schema_error: str | None = None  # why the last migration attempt failed
+        # The schema, migrated in the background, and whether requests may use the database.
+        self.availability = Availability(self.db, self.direct_dsn)
+        self.schema_ready = self.availability.schema_ready
         self._stopping = threading.Event()
         self._shutdown_lock = threading.Lock()
         self.maintenance = Maintenance(self.db)
@@ -270,6 +267,7 @@ class Runtime:
         wake: list[Service] = [self.listener, self.interest] if settings.listen_notify else []
         at_exit: list[Service] = [self.auth, self.collector, self.maintenance, self.buffer]
         at_shutdown: list[Service] = [
+            self.availability,
             self.instruments,
             self.timers_retention,
             self.timers,
@@ -287,7 +285,6 @@ class Runtime:
         self._at_exit = len(at_exit)
 
     def start(self) -> None:
-        threading.Thread(target=self._ensure_schema, name="migrate", daemon=True).start()
         for service in self.services:
             service.start()
 
@@ -308,53 +305,6 @@ class Runtime:
         self.polling.pool.wake_all("notify")
         self.stream_polling.pool.wake_all("notify")
 
-    def _ensure_schema(self) -> None:
-        """Apply migrations; while the database is down keep trying in the background
-        (every SCHEMA_RETRY_MAX_S at most, so the replay starts soon after it is back).
-        A failure is logged as a warning when its reason changes, else at debug level."""
-        delay = 0.5
-        timeout_s = self.db.pool.config.connect_timeout_s
-        while not self._stopping.is_set():
-            try:
-                migrate.migrate(self.direct_dsn, timeout_s)
-                if self.schema_error is not None:
-                    log.warning("schema ready; the database answers again")
-                self.schema_ready.set()
-                self.schema_error = None
-                return
-            except MigrationError as exc:
-                level = logging.DEBUG if str(exc) == self.schema_error else logging.WARNING
-                self.schema_error = str(exc)
-                log.log(level, "schema not ready yet: %s", exc)
-            self._schema_retry.wait(delay)
-            self._schema_retry.clear()
-            delay = min(delay * 2, SCHEMA_RETRY_MAX_S)
-
-    def schema_ready_now(self, wait_s: float = 1.0) -> bool:
-        """True when the schema is ready; otherwise ask the migration loop to try at once
-        (the database answers again: no process should wait out its backoff, nor answer
-        503 meanwhile) and wait up to `wait_s` for it."""
-        if self.schema_ready.is_set():
-            return True
-        self._schema_retry.set()
-        return self.schema_ready.wait(wait_s)
-
-    def require_database(self) -> None:
-        """Raise DatabaseUnavailable (503 + Retry-After) when PostgreSQL is known to be
-        unreachable, or reachable without its schema. Costs no round trip, except once per
-        process before anything used the database (a ping then finds out)."""
-        pool = self.db.pool
-        if pool.reachable is None:
-            self.db.ping()
-        if pool.reachable is False:
-            raise DatabaseUnavailable(
-                pool.last_error or "database unavailable", UNAVAILABLE_RETRY_S
-            )
-        if self.schema_error is not None and not self.schema_ready_now():
-            raise DatabaseUnavailable(
-                f"database schema not ready yet: {self.schema_error}", UNAVAILABLE_RETRY_S
-            )
-
     def begin_shutdown(self) -> None:
         """SIGTERM: refuse new long polls, answer every waiting one with 204 at once and
         stop the poll workers; requests in flight go on (the pool stays open). A second
@@ -363,7 +313,6 @@ class Runtime:
             if self._stopping.is_set():
                 return
             self._stopping.set()
-            self._schema_retry.set()
             for service in reversed(self.services[self._at_exit :]):
                 service.stop()
 

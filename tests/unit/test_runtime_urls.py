@@ -34,7 +34,7 @@ def migrated_with(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return []
 
     monkeypatch.setattr(migrate, "migrate", fake_migrate)
-    rt._ensure_schema()
+    rt.availability.ensure_schema()
     return used
 
 

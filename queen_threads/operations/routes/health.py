@@ -14,7 +14,7 @@ from queen_threads.http.request import media
 
 class Health:
     """`schema_ready_now` asks the migration loop to try at once when the schema is not
-    ready (Runtime.schema_ready_now)."""
+    ready (Availability.schema_ready_now)."""
 
     def __init__(
         self,
