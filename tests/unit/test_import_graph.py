@@ -158,3 +158,13 @@ def _imported_names(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
     return names
+
+
+def test_every_folder_of_python_files_is_a_package() -> None:
+    """The wheel ships packages only (setup.cfg: packages = find:): a folder of modules
+    without an __init__.py would be left out."""
+    folders = {p.parent for p in PACKAGE.rglob("*.py")}
+    missing = sorted(
+        str(f.relative_to(PACKAGE)) for f in folders if not (f / "__init__.py").exists()
+    )
+    assert missing == []
