@@ -95,6 +95,7 @@ class Sizes:
     trickle_producers: int = 5  # (p) trickle: producers, each on its own clock
     scaling_partitions: tuple[int, ...] = (10, 1000, 5000, 50_000)  # (n): queue sizes
     scaling_cycles: int = 300  # (n): timed pop + ack cycles per size and mode
+    scaling_max_s: float = 90.0  # (n): a size's cycles stop after this long (>= 20 cycles)
     scaling_modes: tuple[str, ...] = ("queue", "group", "namespace")  # (n): ways of popping
     scaling_fill_batch: int = 1000  # (n): partitions (1 message each) per fill request
     mixed_rates: tuple[float, ...] = (600.0, 800.0, 1000.0, 1200.0, 1400.0)  # (x): msg/s asked
@@ -141,6 +142,7 @@ QUICK = Sizes(
     trickle_settle_s=5.0,
     scaling_partitions=(10, 1000),
     scaling_cycles=50,
+    scaling_max_s=20.0,
     mixed_rates=(300.0, 600.0),
     mixed_step_s=5.0,
     mixed_long_rate=300.0,

@@ -4,7 +4,8 @@ count grows, with 1 message in each of N partitions and one sequential consumer.
 For each N and each way of popping (queue mode, a consumer group, a namespace/task pop) a
 queue of its own is filled with one message per partition, many partitions per push
 request. The consumer then runs up to `scaling_cycles` cycles of pop (batch 1, no wait) +
-ack, timed together. A queue smaller than the cycle count is refilled (one message per
+ack, timed together (a size whose cycles are slow stops after `scaling_max_s`, with at
+least MIN_CYCLES cycles). A queue smaller than the cycle count is refilled (one message per
 partition, untimed) each time it has been drained, so that every size gets the same number
 of samples. Only the public HTTP API is used, so the scenario runs against any server.
 """
@@ -28,6 +29,7 @@ MODES = ("queue", "group", "namespace")
 GROUP = "bench-group"
 TASK = "work"
 WARMUP_CYCLES = 3  # untimed cycles before the timed ones (connection, first plans)
+MIN_CYCLES = 20  # timed cycles a size gets even beyond its time budget
 FILL_PARALLEL = 2
 
 
@@ -90,15 +92,12 @@ async def fill(ctx: Context, queue: str, partitions: int) -> float:
     return now() - started
 
 
-def cycle_plan(partitions: int, cycles: int) -> list[int]:
-    """Cycles per round: a round drains at most the queue's `partitions` messages, after
-    which the queue is refilled. Sums to `cycles`."""
-    plan = []
-    left = cycles
-    while left > 0:
-        plan.append(min(partitions, left))
-        left -= plan[-1]
-    return plan
+def cycle_budget(done: int, wanted: int, late: bool) -> bool:
+    """Whether to run one more timed cycle: `wanted` in all, fewer (at least MIN_CYCLES
+    after the warm-up) once the size's time budget is spent (`late`)."""
+    if done >= wanted:
+        return False
+    return not late or done < WARMUP_CYCLES + MIN_CYCLES
 
 
 async def one_cycle(conn: Connection, pop_raw: bytes, group: str | None) -> float:
@@ -129,13 +128,16 @@ async def measure_size(
         pop_raw = conn.render("GET", target.pop_path())
         times: list[float] = []
         refill_s = 0.0
-        plan = cycle_plan(partitions, ctx.sizes.scaling_cycles + WARMUP_CYCLES)
+        wanted = ctx.sizes.scaling_cycles + WARMUP_CYCLES
+        budget_ends = now() + ctx.sizes.scaling_max_s
+        left, refills = partitions, 0  # messages left in the queue
         async with ctx.measure(label) as cpu:
-            for i, count in enumerate(plan):
-                if i:
+            while cycle_budget(len(times), wanted, now() > budget_ends):
+                if not left:  # drained: 1 message per partition again (untimed)
                     refill_s += await fill(ctx, target.queue, partitions)
-                for _ in range(count):
-                    times.append(await one_cycle(conn, pop_raw, target.group))
+                    left, refills = partitions, refills + 1
+                times.append(await one_cycle(conn, pop_raw, target.group))
+                left -= 1
     finally:
         await conn.close()
     timed = times[WARMUP_CYCLES:]
@@ -146,7 +148,7 @@ async def measure_size(
         "cycles": len(timed),
         "fill_s": round(fill_s, 2),
         "fill_partitions_per_s": round(partitions / fill_s) if fill_s > 0 else None,
-        "refills": len(plan) - 1,
+        "refills": refills,
         "refill_s": round(refill_s, 2),
     }
     return stats, cpu
