@@ -19,7 +19,7 @@ from typing import Any, overload
 
 import orjson
 
-from bench import procstat
+from bench import procstat, servermetrics
 from bench.common import Context, Figure, RunResult, log, now
 from bench.e2e import prepare, until_ready
 from bench.e2e_flow import Books, Producer, all_or_none, consumer, latency_stats, settle, stop
@@ -29,7 +29,7 @@ from bench.options import Sizes
 POLL_TIMEOUT_MS = 5000
 GRACE_S = 5.0  # a message not received after consumers saw nothing for this long is lost
 MEMORY_EVERY_S = 5.0
-CPU_NAMES = {"server": "server", "postgres": "postgres", "loadgen": "loadgen"}
+CPU_NAMES = ("server", "postgres", "loadgen")
 
 
 class LazyPushes(Sequence[tuple[str, bytes]]):
@@ -130,9 +130,11 @@ async def load_window(
         "GET", ctx.pop_path(queue, batch=s.mixed_batch, wait="true", timeout=POLL_TIMEOUT_MS)
     )
     consumers = [asyncio.create_task(consumer(c, pop, books)) for c in conns]
+    (scraper,) = await ctx.connect(1)
     start = now()
     try:
         await until_ready(books, consumers, len(partitions))
+        counted = await servermetrics.scrape(scraper)
         async with ctx.measure(f"x-{label}") as cpu:
             start = now() + 0.05
             if memory is not None:
@@ -143,9 +145,12 @@ async def load_window(
                 if memory is not None:
                     await memory.stop()
             await settle(books, GRACE_S)
+        counts = servermetrics.per_message(
+            counted, await servermetrics.scrape(scraper), len(books.received)
+        )
     finally:
         await stop(consumers)
-        await close_all(conns)
+        await close_all([*conns, scraper])
     stats = latency_stats(books.acked, books.received)
     received = stats["received"]
     stats |= {
@@ -156,6 +161,7 @@ async def load_window(
         "pops": books.pops,
         "empty_pops": books.empty_pops,
         **{f"{name}_cpu_ms_per_msg": per_message_ms(cpu, name, received) for name in CPU_NAMES},
+        "server_counts_per_msg": counts,
     }
     return stats, cpu
 

@@ -159,7 +159,7 @@ def scaling_figures(sizes: Sizes) -> list[Figure]:
     out = []
     for mode in sizes.scaling_modes:
         for n in sizes.scaling_partitions:
-            at = f"{mode}, {n:,} partitions, pop+ack per cycle ({c} cycles)"
+            at = f"{mode}, {n:,} partitions, pop+ack per cycle (up to {c} cycles)"
             out += [Figure(f"{mode}_{n}_p50", f"{at}: p50", "ms"),
                     Figure(f"{mode}_{n}_p99", f"{at}: p99", "ms")]  # fmt: skip
         if len(sizes.scaling_partitions) > 1:

@@ -160,3 +160,28 @@ def test_long_run_samples_the_servers_memory() -> None:
     assert result.figures["lost"] == 0 and result.figures["carried"] > 50
     assert result.figures["pss_first_mb"] > 0 and "pss_growth_mb" in result.figures
     assert result.extra["pss_mb"][0][0] == 0.0
+
+
+def test_server_counters_per_message_from_the_prometheus_text() -> None:
+    from bench import servermetrics
+
+    text = "\n".join([
+        "# HELP queen_db_query_duration_seconds x",
+        'queen_db_query_duration_seconds_count{query="push_messages"} 10.0',
+        'queen_db_query_duration_seconds_sum{query="push_messages"} 0.02',
+        'queen_db_query_duration_seconds_bucket{le="0.1",query="push_messages"} 10.0',
+        'queen_poll_worker_events_total{event="pops"} 4.0',
+        'queen_poll_worker_wakeups_total{source="notify"} 2.0',
+        'queen_http_requests_total{code="201",method="POST"} 3.0',
+        'queen_http_requests_total{code="201",method="GET"} 1.0',
+    ])  # fmt: skip
+    before = servermetrics.parse(text)
+    assert before["db_calls:push_messages"] == 10 and before["http:201"] == 4
+    assert "db_calls:push_messages_bucket" not in before
+    after = before.copy()
+    after["db_calls:push_messages"] += 20
+    after["db_ms:push_messages"] += 0.04
+    assert servermetrics.per_message(before, after, 10) == {
+        "db_calls:push_messages": 2.0, "db_ms:push_messages": 4.0,
+    }  # fmt: skip
+    assert servermetrics.per_message(None, after, 10) == {}
