@@ -98,6 +98,7 @@ class Sizes:
     scaling_max_s: float = 90.0  # (n): a size's cycles stop after this long (>= 20 cycles)
     scaling_modes: tuple[str, ...] = ("queue", "group", "namespace")  # (n): ways of popping
     scaling_fill_batch: int = 1000  # (n): partitions (1 message each) per fill request
+    scaling_analyze: bool = False  # (n): ANALYZE the queue tables after each fill
     mixed_rates: tuple[float, ...] = (600.0, 800.0, 1000.0, 1200.0, 1400.0)  # (x): msg/s asked
     mixed_step_s: float = 25.0  # (x): production time per rate
     mixed_producers: int = 8  # (x): one keep-alive connection each, producer i -> partition i
@@ -322,6 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scaling-modes", type=_modes, help="(n): comma list of queue,group,namespace (all)"
     )
     p.add_argument(
+        "--scaling-analyze",
+        action="store_true",
+        default=None,
+        help="(n): ANALYZE the queue tables after each fill (fresh plans; needs the database)",
+    )
+    p.add_argument(
         "--mixed-rates",
         type=_rates,
         help="(x): msg/s asked of the producers, comma list (600,800,1000,1200,1400)",
@@ -397,6 +404,7 @@ def parse_args(argv: list[str]) -> Options:
         ("scaling_partitions", "scaling_partitions"),
         ("scaling_cycles", "scaling_cycles"),
         ("scaling_modes", "scaling_modes"),
+        ("scaling_analyze", "scaling_analyze"),
         ("mixed_rates", "mixed_rates"),
         ("mixed_step", "mixed_step_s"),
         ("mixed_long_rate", "mixed_long_rate"),

@@ -92,6 +92,25 @@ async def fill(ctx: Context, queue: str, partitions: int) -> float:
     return now() - started
 
 
+def analyze(ctx: Context) -> None:
+    """Fresh planner statistics for the tables a pop reads (--scaling-analyze): the
+    server's cached plans made while the queue was small are then made again."""
+    import psycopg2
+
+    if not ctx.target.dsn:
+        raise BenchError("(n) --scaling-analyze needs the database (--database-url)")
+    with psycopg2.connect(ctx.target.dsn) as conn:
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute("ANALYZE queen.partitions, queen.messages, queen.partition_consumers")
+
+
+def table_scans(ctx: Context, label: str) -> dict[str, Any]:
+    """Sequential scans of the window `label` (the wait sampler's), by table."""
+    scans = ctx.pg_waits.get(label, {}).get("table_scans") or []
+    return {s["table"]: [s["seq_scans"], s["seq_rows_read"]] for s in scans}
+
+
 def cycle_budget(done: int, wanted: int, late: bool) -> bool:
     """Whether to run one more timed cycle: `wanted` in all, fewer (at least MIN_CYCLES
     after the warm-up) once the size's time budget is spent (`late`)."""
@@ -125,6 +144,8 @@ async def measure_size(
             "(n) configure",
         )
         fill_s = await fill(ctx, target.queue, partitions)
+        if ctx.sizes.scaling_analyze:
+            await asyncio.to_thread(analyze, ctx)
         pop_raw = conn.render("GET", target.pop_path())
         times: list[float] = []
         refill_s = 0.0
@@ -150,6 +171,8 @@ async def measure_size(
         "fill_partitions_per_s": round(partitions / fill_s) if fill_s > 0 else None,
         "refills": refills,
         "refill_s": round(refill_s, 2),
+        "seq_scans": table_scans(ctx, label),
+        "analyzed": ctx.sizes.scaling_analyze,
     }
     return stats, cpu
 

@@ -29,6 +29,7 @@ def test_the_scenarios_are_registered_with_their_sizes() -> None:
     assert o.sizes.scaling_partitions == (10, 50_000)
     assert o.sizes.mixed_rates == (600.0, 1400.0) and o.sizes.scaling_modes == ("group",)
     assert FULL.scaling_partitions == (10, 1000, 5000, 50_000) and FULL.scaling_cycles == 300
+    assert not o.sizes.scaling_analyze and parse_args(["--scaling-analyze"]).sizes.scaling_analyze
     assert FULL.mixed_rates == (600, 800, 1000, 1200, 1400) and FULL.mixed_long_s == 600
     for bad in (["--scaling-modes", "fifo"], ["--mixed-rates", "0"], ["--scaling-partitions", "0"]):
         with pytest.raises(SystemExit):
@@ -116,10 +117,19 @@ def test_partitions_scaling_end_to_end_on_the_public_api() -> None:
         assert result.extra[f"{mode}_3"]["cycles"] == 12
         assert result.extra[f"{mode}_3"]["refills"] == 4  # 15 cycles (3 warm-up) over 3
         assert result.extra[f"{mode}_40"]["refills"] == 0
+        assert result.extra[f"{mode}_40"]["seq_scans"] == {}  # no database known
         assert result.figures[f"{mode}_ratio"] > 0
     namespaced = [q for q in fake.messages if q in fake.namespaces]
     assert len(namespaced) == 2  # one queue per size
     assert len(fake.messages[namespaced[-1]]) == 40  # 1 message in each partition
+
+
+def test_analyze_needs_the_database() -> None:
+    from bench.common import BenchError
+
+    ctx = Context(parse_args(["--quick"]), Target("http://h:1", None, None, None, False, {}))
+    with pytest.raises(BenchError, match="database"):
+        partitions.analyze(ctx)
 
 
 def test_fill_puts_many_partitions_in_each_request() -> None:
