@@ -175,6 +175,8 @@ def step_keys(rate: float) -> list[tuple[str, str, str]]:
         (f"r{rate:g}_server_cpu", f"{at}: server CPU per message", "ms"),
         (f"r{rate:g}_postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
         (f"r{rate:g}_loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
+        (f"r{rate:g}_lost", f"{at}: lost", "msgs"),
+        (f"r{rate:g}_duplicated", f"{at}: duplicated", "msgs"),
     ]
 
 
@@ -200,7 +202,8 @@ def mixed_figures(sizes: Sizes) -> list[Figure]:
 def step_figures(rate: float, stats: dict[str, Any]) -> dict[str, float]:
     values = (stats.get("carried"), stats.get("p50_ms"), stats.get("p99_ms"),
               stats.get("server_cpu_ms_per_msg"), stats.get("postgres_cpu_ms_per_msg"),
-              stats.get("loadgen_cpu_ms_per_msg"))  # fmt: skip
+              stats.get("loadgen_cpu_ms_per_msg"), stats.get("lost"),
+              stats.get("duplicated"))  # fmt: skip
     keys = [key for key, _, _ in step_keys(rate)]
     return {key: float(v) for key, v in zip(keys, values, strict=True) if v is not None}
 
