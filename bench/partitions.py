@@ -173,8 +173,19 @@ async def measure_size(
         "refill_s": round(refill_s, 2),
         "seq_scans": table_scans(ctx, label),
         "analyzed": ctx.sizes.scaling_analyze,
+        "cpu_ms_per_cycle": cpu_per_cycle(cpu, len(times)),
     }
     return stats, cpu
+
+
+def cpu_per_cycle(cpu: dict[str, float | None], cycles: int) -> float | None:
+    """Server + PostgreSQL CPU milliseconds per cycle (warm-up and refills included): less
+    sensitive than the latency to other work on a shared machine."""
+    seconds = cpu.get("seconds")
+    parts = [cpu.get("server"), cpu.get("postgres")]
+    if seconds is None or not cycles or all(p is None for p in parts):
+        return None
+    return round(sum(p or 0.0 for p in parts) / 100 * seconds / cycles * 1000, 3)
 
 
 def scaling_figures(sizes: Sizes) -> list[Figure]:
@@ -184,7 +195,8 @@ def scaling_figures(sizes: Sizes) -> list[Figure]:
         for n in sizes.scaling_partitions:
             at = f"{mode}, {n:,} partitions, pop+ack per cycle (up to {c} cycles)"
             out += [Figure(f"{mode}_{n}_p50", f"{at}: p50", "ms"),
-                    Figure(f"{mode}_{n}_p99", f"{at}: p99", "ms")]  # fmt: skip
+                    Figure(f"{mode}_{n}_p99", f"{at}: p99", "ms"),
+                    Figure(f"{mode}_{n}_cpu", f"{at}: server + PostgreSQL CPU", "ms")]  # fmt: skip
         if len(sizes.scaling_partitions) > 1:
             low, high = min(sizes.scaling_partitions), max(sizes.scaling_partitions)
             out.append(Figure(f"{mode}_ratio", f"{mode}: p50 at {high:,} / p50 at {low:,}", "x"))
@@ -210,6 +222,8 @@ async def partitions_scaling(ctx: Context, run: int) -> RunResult:
             stats, window = await measure_size(ctx, target, n, f"n-r{run}-{n}-{mode}")
             figures[f"{mode}_{n}_p50"] = stats["p50_ms"]
             figures[f"{mode}_{n}_p99"] = stats["p99_ms"]
+            if stats["cpu_ms_per_cycle"] is not None:
+                figures[f"{mode}_{n}_cpu"] = stats["cpu_ms_per_cycle"]
             cpu[f"{mode}_{n}_p50"] = cpu[f"{mode}_{n}_p99"] = window
             extra[f"{mode}_{n}"] = stats
             log(f"(n) run {run + 1}: {mode}, {n:,} partitions: {stats}")

@@ -35,8 +35,8 @@ def test_the_scenarios_are_registered_with_their_sizes() -> None:
         with pytest.raises(SystemExit):
             parse_args(bad)
     keys = [f.key for f in SCENARIOS["n"].figures(replace(QUICK, scaling_modes=("queue",)))]
-    assert keys == ["queue_10_p50", "queue_10_p99", "queue_1000_p50", "queue_1000_p99",
-                    "queue_ratio"]  # fmt: skip
+    assert keys == ["queue_10_p50", "queue_10_p99", "queue_10_cpu", "queue_1000_p50",
+                    "queue_1000_p99", "queue_1000_cpu", "queue_ratio"]  # fmt: skip
     keys = [f.key for f in SCENARIOS["x"].figures(QUICK)]
     assert keys[0] == "best_rate" and "r300_p99" in keys and keys[-2:] == ["lost", "duplicated"]
 
@@ -58,6 +58,13 @@ def test_cycles_stop_at_the_count_or_after_the_budget_with_a_minimum() -> None:
     assert not partitions.cycle_budget(303, 303, late=False)
     assert partitions.cycle_budget(first - 1, 303, late=True)
     assert not partitions.cycle_budget(first, 303, late=True)
+
+
+def test_cpu_per_cycle_adds_the_server_and_postgresql() -> None:
+    cpu: dict[str, float | None] = {"server": 10.0, "postgres": 30.0, "seconds": 5.0}
+    assert partitions.cpu_per_cycle(cpu, 100) == 20.0  # 2 CPU s over 100 cycles
+    assert partitions.cpu_per_cycle({"seconds": 5.0}, 100) is None
+    assert partitions.cpu_per_cycle(cpu, 0) is None
 
 
 def test_ratio_of_the_largest_to_the_smallest_size() -> None:
