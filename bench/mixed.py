@@ -1,4 +1,4 @@
-"""(x) mixed load and (y) its long run (issue 31, parts 3 and 4).
+"""(x) mixed load (issue 31, part 3).
 
 Producers (one keep-alive connection each, single-message pushes, producer i to partition
 p{i}) are asked a total rate; long-polling consumers (batch 10, ack each batch) drain the
@@ -7,28 +7,29 @@ the rate carried (messages received / production time), the latency from a push'
 the consumer's receipt, lost and duplicated messages (tracked by transactionId) and the
 CPU per message of the server, PostgreSQL and the load generator. The headline is the
 highest rate carried with p99 within the limit (and nothing lost or duplicated). (y) holds
-one rate for ten minutes and reports the server's memory (PSS summed over its processes)
-in the first and the last minute. Only the public HTTP API: runs against any server.
+one rate for ten minutes (bench/mixed_long.py). Only the public HTTP API: runs against
+any server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import orjson
 
-from bench import procstat, servermetrics
+from bench import servermetrics
 from bench.common import Context, Figure, RunResult, log, now
 from bench.e2e import prepare, until_ready
 from bench.e2e_flow import Books, Producer, all_or_none, consumer, latency_stats, settle, stop
 from bench.httpclient import Connection, close_all
 from bench.options import Sizes
+from bench.server import Target, attach_url
 
 POLL_TIMEOUT_MS = 5000
 GRACE_S = 5.0  # a message not received after consumers saw nothing for this long is lost
-MEMORY_EVERY_S = 5.0
 CPU_NAMES = ("server", "postgres", "loadgen")
 
 
@@ -61,6 +62,14 @@ class LazyPushes(Sequence[tuple[str, bytes]]):
         )
 
 
+class Beside(Protocol):
+    """Runs beside a window's production (the long run's memory samples)."""
+
+    def start(self) -> object: ...
+
+    async def stop(self) -> None: ...
+
+
 def per_message_ms(cpu: dict[str, float | None], name: str, messages: int) -> float | None:
     """CPU milliseconds per message of one process tree over a measured window."""
     pct, seconds = cpu.get(name), cpu.get("seconds")
@@ -80,38 +89,8 @@ def carried_rate(books: Books, start: float, seconds: float) -> float:
     return round(len(arrivals) / max(seconds, max(arrivals) - start), 1)
 
 
-class MemoryTrack:
-    """The server's PSS (all its processes) every few seconds, from a background task."""
-
-    def __init__(self, root: int | None) -> None:
-        self.root = root
-        self.samples: list[tuple[float, int]] = []  # (bench time, kB)
-        self.task: asyncio.Task[None] | None = None
-
-    def start(self) -> MemoryTrack:
-        if self.root is not None:
-            self.task = asyncio.create_task(self._run())
-        return self
-
-    async def _run(self) -> None:
-        assert self.root is not None
-        while True:
-            kb = await asyncio.to_thread(procstat.tree_pss_kb, self.root)
-            self.samples.append((now(), kb))
-            await asyncio.sleep(MEMORY_EVERY_S)
-
-    async def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-
-    def mean_mb(self, since: float, until: float) -> float | None:
-        values = [kb for at, kb in self.samples if since <= at <= until]
-        return round(sum(values) / len(values) / 1024, 1) if values else None
-
-
 async def load_window(
-    ctx: Context, label: str, rate: float, seconds: float, memory: MemoryTrack | None = None
+    ctx: Context, label: str, rate: float, seconds: float, memory: Beside | None = None
 ) -> tuple[dict[str, Any], dict[str, float | None]]:
     """One rate for `seconds` on a fresh queue: stats and the CPU window."""
     s = ctx.sizes
@@ -166,17 +145,21 @@ async def load_window(
     return stats, cpu
 
 
-def step_keys(rate: float) -> list[tuple[str, str, str]]:
-    at = f"asked {rate:,.0f} msg/s"
+OTHER = "other_"  # key prefix of the figures of --mixed-other-url
+
+
+def step_keys(rate: float, prefix: str = "") -> list[tuple[str, str, str]]:
+    at = f"{'other server: ' if prefix else ''}asked {rate:,.0f} msg/s"
+    k = f"{prefix}r{rate:g}"
     return [
-        (f"r{rate:g}_carried", f"{at}: carried", "msg/s"),
-        (f"r{rate:g}_p50", f"{at}: push 201 -> receipt p50", "ms"),
-        (f"r{rate:g}_p99", f"{at}: push 201 -> receipt p99", "ms"),
-        (f"r{rate:g}_server_cpu", f"{at}: server CPU per message", "ms"),
-        (f"r{rate:g}_postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
-        (f"r{rate:g}_loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
-        (f"r{rate:g}_lost", f"{at}: lost", "msgs"),
-        (f"r{rate:g}_duplicated", f"{at}: duplicated", "msgs"),
+        (f"{k}_carried", f"{at}: carried", "msg/s"),
+        (f"{k}_p50", f"{at}: push 201 -> receipt p50", "ms"),
+        (f"{k}_p99", f"{at}: push 201 -> receipt p99", "ms"),
+        (f"{k}_server_cpu", f"{at}: server CPU per message", "ms"),
+        (f"{k}_postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
+        (f"{k}_loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
+        (f"{k}_lost", f"{at}: lost", "msgs"),
+        (f"{k}_duplicated", f"{at}: duplicated", "msgs"),
     ]
 
 
@@ -185,26 +168,27 @@ def mixed_figures(sizes: Sizes) -> list[Figure]:
         f"{sizes.mixed_producers} producers + {sizes.mixed_consumers} long-polling consumers"
         f" (batch {sizes.mixed_batch})"
     )
-    out = [
-        Figure(
-            "best_rate",
-            f"{shape}: highest rate carried at p99 <= {sizes.mixed_p99_limit_ms:g} ms",
-            "msg/s",
-        )
-    ]
-    for rate in sizes.mixed_rates:
-        out += [Figure(*k) for k in step_keys(rate)]
-    out += [Figure("lost", "lost, all steps", "msgs"),
-            Figure("duplicated", "duplicated, all steps", "msgs")]  # fmt: skip
+    out = []
+    for prefix in ("", OTHER) if sizes.mixed_other_url else ("",):
+        who = f"other server ({sizes.mixed_other_url}): " if prefix else ""
+        limit = f"{sizes.mixed_p99_limit_ms:g} ms"
+        out.append(
+            Figure(f"{prefix}best_rate", f"{who}{shape}: highest rate carried at p99 <= {limit}",
+                   "msg/s")
+        )  # fmt: skip
+        for rate in sizes.mixed_rates:
+            out += [Figure(*k) for k in step_keys(rate, prefix)]
+        out += [Figure(f"{prefix}lost", f"{who}lost, all steps", "msgs"),
+                Figure(f"{prefix}duplicated", f"{who}duplicated, all steps", "msgs")]  # fmt: skip
     return out
 
 
-def step_figures(rate: float, stats: dict[str, Any]) -> dict[str, float]:
+def step_figures(rate: float, stats: dict[str, Any], prefix: str = "") -> dict[str, float]:
     values = (stats.get("carried"), stats.get("p50_ms"), stats.get("p99_ms"),
               stats.get("server_cpu_ms_per_msg"), stats.get("postgres_cpu_ms_per_msg"),
               stats.get("loadgen_cpu_ms_per_msg"), stats.get("lost"),
               stats.get("duplicated"))  # fmt: skip
-    keys = [key for key, _, _ in step_keys(rate)]
+    keys = [key for key, _, _ in step_keys(rate, prefix)]
     return {key: float(v) for key, v in zip(keys, values, strict=True) if v is not None}
 
 
@@ -222,67 +206,42 @@ def best_rate(steps: list[dict[str, Any]], limit_ms: float) -> float:
     return max(good, default=0.0)
 
 
-async def mixed_load(ctx: Context, run: int) -> RunResult:
+def other_target(ctx: Context) -> Target | None:
+    """--mixed-other-url's server (its processes found by port when it runs here)."""
     s = ctx.sizes
+    if not s.mixed_other_url:
+        return None
+    return attach_url(s.mixed_other_url.rstrip("/"), s.mixed_other_database_url)
+
+
+async def mixed_load(ctx: Context, run: int) -> RunResult:
+    """Each asked rate on the server under test, then (with --mixed-other-url) on the
+    other server right after it: the two meet the same moment of a shared machine."""
+    s = ctx.sizes
+    other = other_target(ctx)
     figures: dict[str, float] = {}
     cpu: dict[str, dict[str, float | None]] = {}
-    steps = []
+    steps: dict[str, list[dict[str, Any]]] = {"": [], OTHER: []}
     for rate in s.mixed_rates:
-        stats, window = await load_window(ctx, f"r{run}-{rate:g}", rate, s.mixed_step_s)
-        steps.append(stats)
-        figures |= step_figures(rate, stats)
-        for key, _, _ in step_keys(rate):
-            cpu[key] = window
-        log(f"(x) run {run + 1}: asked {rate:,.0f} msg/s: {stats}")
-    figures["best_rate"] = best_rate(steps, s.mixed_p99_limit_ms)
-    figures["lost"] = float(sum(st["lost"] for st in steps))
-    figures["duplicated"] = float(sum(st["duplicated"] for st in steps))
-    log(f"(x) run {run + 1}: highest rate carried at p99 <= {s.mixed_p99_limit_ms:g} ms: "
-        f"{figures['best_rate']:,.0f} msg/s")  # fmt: skip
-    return RunResult(figures, cpu, {"steps": steps})
-
-
-def long_figures(sizes: Sizes) -> list[Figure]:
-    at = f"{sizes.mixed_long_rate:,.0f} msg/s asked for {sizes.mixed_long_s:g} s"
-    edge = f"{sizes.mixed_long_edge_s:g} s"
-    return [
-        Figure("carried", f"{at}: carried", "msg/s"),
-        Figure("p50_ms", f"{at}: push 201 -> receipt p50", "ms"),
-        Figure("p99_ms", f"{at}: push 201 -> receipt p99", "ms"),
-        Figure("lost", f"{at}: lost", "msgs"),
-        Figure("duplicated", f"{at}: duplicated", "msgs"),
-        Figure("pss_first_mb", f"{at}: server PSS (all processes), first {edge}", "MB"),
-        Figure("pss_last_mb", f"{at}: server PSS (all processes), last {edge}", "MB"),
-        Figure("pss_growth_mb", f"{at}: server PSS, last - first", "MB"),
-        Figure("server_cpu", f"{at}: server CPU per message", "ms"),
-        Figure("postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
-        Figure("loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
-    ]
-
-
-async def mixed_long(ctx: Context, run: int) -> RunResult:
-    s = ctx.sizes
-    memory = MemoryTrack(ctx.target.server_pid)
-    stats, window = await load_window(
-        ctx, f"long-r{run}", s.mixed_long_rate, s.mixed_long_s, memory
-    )
-    figures: dict[str, float] = {}
-    for key, name in (("carried", "carried"), ("p50_ms", "p50_ms"), ("p99_ms", "p99_ms"),
-                      ("lost", "lost"), ("duplicated", "duplicated"),
-                      ("server_cpu", "server_cpu_ms_per_msg"),
-                      ("postgres_cpu", "postgres_cpu_ms_per_msg"),
-                      ("loadgen_cpu", "loadgen_cpu_ms_per_msg")):  # fmt: skip
-        if stats.get(name) is not None:
-            figures[key] = float(stats[name])
-    if memory.samples:
-        first_at, last_at = memory.samples[0][0], memory.samples[-1][0]
-        first = memory.mean_mb(first_at, first_at + s.mixed_long_edge_s)
-        last = memory.mean_mb(last_at - s.mixed_long_edge_s, last_at)
-        if first is not None and last is not None:
-            figures |= {"pss_first_mb": first, "pss_last_mb": last,
-                        "pss_growth_mb": round(last - first, 1)}  # fmt: skip
-    stats["pss_mb"] = [
-        (round(at - memory.samples[0][0], 1), round(kb / 1024, 1)) for at, kb in memory.samples
-    ]
-    log(f"(y) run {run + 1}: {figures}")
-    return RunResult(figures, {k: window for k in figures}, stats)
+        for prefix, target in (("", None), (OTHER, other)):
+            if prefix and target is None:
+                continue
+            with ctx.against(target) if target is not None else contextlib.nullcontext():
+                label = f"r{run}-{prefix}{rate:g}"
+                stats, window = await load_window(ctx, label, rate, s.mixed_step_s)
+            steps[prefix].append(stats)
+            figures |= step_figures(rate, stats, prefix)
+            for key, _, _ in step_keys(rate, prefix):
+                cpu[key] = window
+            log(f"(x) run {run + 1}: {'other server, ' if prefix else ''}asked {rate:,.0f}"
+                f" msg/s: {stats}")  # fmt: skip
+    for prefix, done in steps.items():
+        if not done:
+            continue
+        figures[f"{prefix}best_rate"] = best_rate(done, s.mixed_p99_limit_ms)
+        figures[f"{prefix}lost"] = float(sum(st["lost"] for st in done))
+        figures[f"{prefix}duplicated"] = float(sum(st["duplicated"] for st in done))
+        best = figures[f"{prefix}best_rate"]
+        log(f"(x) run {run + 1}: {'other server: ' if prefix else ''}highest rate carried at"
+            f" p99 <= {s.mixed_p99_limit_ms:g} ms: {best:,.0f} msg/s")  # fmt: skip
+    return RunResult(figures, cpu, {"steps": steps[""], "other_steps": steps[OTHER]})

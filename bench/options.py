@@ -105,6 +105,8 @@ class Sizes:
     mixed_consumers: int = 8  # (x): long-polling consumers
     mixed_batch: int = 10  # (x): the consumers' pop batch
     mixed_p99_limit_ms: float = 50.0  # (x): the headline's latency bound
+    mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
+    mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
     mixed_long_rate: float = 800.0  # (y): msg/s asked
     mixed_long_s: float = 600.0  # (y): production time
     mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
@@ -334,6 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="(x): msg/s asked of the producers, comma list (600,800,1000,1200,1400)",
     )
     p.add_argument("--mixed-step", type=_positive_float, help="(x): seconds per rate (25)")
+    p.add_argument(
+        "--mixed-other-url",
+        help="(x): run each step against this server too, right after (e.g. the original"
+        " Queen), so both are measured in one run",
+    )
+    p.add_argument(
+        "--mixed-other-database-url", help="(x): the other server's database (its CPU figures)"
+    )
     p.add_argument("--mixed-long-rate", type=_positive_float, help="(y): msg/s asked (800)")
     p.add_argument("--mixed-long-duration", type=_positive_float, help="(y): seconds of load (600)")
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
@@ -407,6 +417,8 @@ def parse_args(argv: list[str]) -> Options:
         ("scaling_analyze", "scaling_analyze"),
         ("mixed_rates", "mixed_rates"),
         ("mixed_step", "mixed_step_s"),
+        ("mixed_other_url", "mixed_other_url"),
+        ("mixed_other_database_url", "mixed_other_database_url"),
         ("mixed_long_rate", "mixed_long_rate"),
         ("mixed_long_duration", "mixed_long_s"),
     ):

@@ -19,6 +19,7 @@ from bench import (
     kv,
     longpoll,
     mixed,
+    mixed_long,
     partitions,
     push,
     reads,
@@ -76,7 +77,7 @@ SCENARIOS: dict[str, Scenario] = {
             partitions.partitions_scaling,
         ),
         Scenario("x", "mixed load", mixed.mixed_figures, mixed.mixed_load),
-        Scenario("y", "mixed load, long run", mixed.long_figures, mixed.mixed_long),
+        Scenario("y", "mixed load, long run", mixed_long.long_figures, mixed_long.mixed_long),
         Scenario(
             "u",
             "ephemeral against durable push/pop",

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 import pytest
 
-from bench import mixed, partitions, procstat
+from bench import mixed, mixed_long, partitions, procstat
 from bench.common import Context, RunResult
 from bench.e2e_flow import Books
 from bench.options import FULL, QUICK, parse_args
@@ -96,7 +96,7 @@ def test_the_headline_takes_the_best_clean_step_within_the_limit() -> None:
 
 
 def test_memory_means_over_a_span_and_the_pss_of_this_process() -> None:
-    track = mixed.MemoryTrack(None)
+    track = mixed_long.MemoryTrack(None)
     track.samples = [(0.0, 1024), (5.0, 3072), (60.0, 4096)]
     assert track.mean_mb(0.0, 10.0) == 2.0 and track.mean_mb(50.0, 60.0) == 4.0
     assert track.mean_mb(100.0, 110.0) is None
@@ -202,3 +202,25 @@ def test_server_counters_per_message_from_the_prometheus_text() -> None:
         "db_calls:push_messages": 2.0, "db_ms:push_messages": 4.0,
     }  # fmt: skip
     assert servermetrics.per_message(None, after, 10) == {}
+
+
+def test_mixed_load_measures_another_server_step_by_step_in_the_same_run() -> None:
+    async def go() -> tuple[RunResult, FakeQueen, FakeQueen]:
+        ours, theirs = FakeQueen(), FakeQueen(duplicate_every=5)
+        server, url = await ours.serve()
+        other, other_url = await theirs.serve()
+        async with server, other:
+            options = parse_args(["--quick", "--url", url, "--mixed-other-url", other_url])
+            sizes = replace(options.sizes, mixed_rates=(100.0, 200.0), mixed_step_s=1.0)
+            ctx = Context(replace(options, sizes=sizes), Target(url, None, None, None, False, {}))
+            result = await SCENARIOS["x"].run(ctx, 0)
+            assert ctx.target.url == url  # back on the server under test
+            return result, ours, theirs
+
+    result, ours, theirs = asyncio.run(go())
+    assert ours.requests > 300 and theirs.requests > 300
+    assert [s["asked"] for s in result.extra["other_steps"]] == [100.0, 200.0]
+    assert result.figures["duplicated"] == 0 and result.figures["other_duplicated"] > 0
+    assert result.figures["best_rate"] > 0 and result.figures["other_best_rate"] == 0.0
+    sizes = replace(QUICK, mixed_rates=(100.0, 200.0), mixed_other_url="http://other")
+    assert set(result.figures) <= {f.key for f in SCENARIOS["x"].figures(sizes)}
