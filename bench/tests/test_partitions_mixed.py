@@ -224,3 +224,11 @@ def test_mixed_load_measures_another_server_step_by_step_in_the_same_run() -> No
     assert result.figures["best_rate"] > 0 and result.figures["other_best_rate"] == 0.0
     sizes = replace(QUICK, mixed_rates=(100.0, 200.0), mixed_other_url="http://other")
     assert set(result.figures) <= {f.key for f in SCENARIOS["x"].figures(sizes)}
+
+
+def test_the_database_port_of_a_url_or_of_its_socket_form() -> None:
+    from bench.server import dsn_port
+
+    assert dsn_port("postgresql://u@h:6543/db") == 6543
+    assert dsn_port("postgresql://postgres@/postgres?host=/tmp/x/run&port=40709") == 40709
+    assert dsn_port("postgresql://u@h/db") == 5432
