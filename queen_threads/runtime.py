@@ -44,7 +44,7 @@ from queen_threads.metrics import (
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
-from queen_threads.queue.metrics import MeteredPollingService, MeteredQueueStore, count_buffered
+from queen_threads.queue.metrics import MeteredQueueStore, WaitMetrics, count_buffered
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
@@ -126,8 +126,8 @@ class Runtime:
         origin = uuid.uuid4().hex
         self.interest = WakeInterest(self.store.want_wakes, self.store.withdraw_wakes, origin)
         cover = self.interest if settings.listen_notify else None
-        self.polling: PollingService = MeteredPollingService(
-            settings, self.store, self.worker_id, minutes, cover
+        self.polling = PollingService(
+            settings, self.store, self.worker_id, cover, WaitMetrics(minutes)
         )
         self.admin = AdminStore(
             self.db,

@@ -2,10 +2,10 @@
 queue: Prometheus, the JSON counters and the analytics minutes), every long-poll wait, and
 the pushes the failover buffer took.
 
-The store and the polling service are still measured by thin subclasses, as before: both
-sit on the pop and ack paths that another change is rewriting, and a hook in them would
-be edited twice. The other capabilities count through observers (streams/metrics.py,
-kv/metrics.py, streams_sdk/metrics.py).
+The polling service takes its observer (`WaitMetrics`). The store is still measured by a
+thin subclass: it sits on the pop and ack paths that another change is rewriting, and a
+hook in them would be edited twice. The other capabilities count through observers too
+(streams/metrics.py, kv/metrics.py, streams_sdk/metrics.py).
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from queen_threads.metrics.counters import ProcessCounters
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.labels import inc, inc_counts
 from queen_threads.metrics.minutes import QueueMinutes
-from queen_threads.polling import Cover, PollIntention, Response
-from queen_threads.queue.polling import PollingService
+from queen_threads.polling import PollIntention, Response
 from queen_threads.queue.store import QueueStore
-from queen_threads.settings import Settings
 
 
 class MeteredQueueStore(QueueStore):
@@ -143,35 +141,20 @@ def _count_rejected(results: Iterable[dict[str, Any]]) -> None:
     )
 
 
-class MeteredPollingService(PollingService):
-    """PollingService timing every long-poll wait (queen_long_poll_wait_seconds) and
-    counting those on a queue in the analytics minutes."""
+class WaitMetrics:
+    """The polling service's observer: times every long-poll wait
+    (queen_long_poll_wait_seconds) and counts those on a queue in the analytics minutes."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        store: QueueStore,
-        worker_id: int,
-        minutes: QueueMinutes | None = None,
-        cover: Cover | None = None,
-    ) -> None:
-        super().__init__(settings, store, worker_id, cover)
+    def __init__(self, minutes: QueueMinutes | None = None) -> None:
         self.minutes = minutes
 
-    def wait(
-        self, intention: PollIntention, is_disconnected: Any, watch: Any = None
-    ) -> Response | None:
-        outcome = "rejected"
-        try:
-            answer = super().wait(intention, is_disconnected, watch)
-            outcome = _wait_outcome(answer)
-            return answer
-        finally:
-            waited = time.monotonic() - intention.created_at
-            prom().long_poll_wait.labels(outcome).observe(max(0.0, waited))
-            queue = intention.request.queue
-            if self.minutes is not None and queue and outcome != "rejected":
-                self.minutes.add("pollWaits", (queue,))
+    def waited(self, intention: PollIntention, answer: Response | None, refused: bool) -> None:
+        outcome = "rejected" if refused else _wait_outcome(answer)
+        waited = time.monotonic() - intention.created_at
+        prom().long_poll_wait.labels(outcome).observe(max(0.0, waited))
+        queue = intention.request.queue
+        if self.minutes is not None and queue and outcome != "rejected":
+            self.minutes.add("pollWaits", (queue,))
 
 
 def _wait_outcome(answer: Response | None) -> str:

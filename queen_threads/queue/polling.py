@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from queen_threads.polling import (
     BackoffPolicy,
@@ -11,13 +12,22 @@ from queen_threads.polling import (
     PollIntention,
     PollStack,
     PopRequest,
+    Response,
     ResponseQueues,
+    Watch,
 )
 from queen_threads.queue.popper import DbPopper
 from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
 
 log = logging.getLogger("queen_threads.polling")
+
+
+class WaitObserver(Protocol):
+    """Hears the end of every long-poll wait: its answer (None: the client left), or
+    `refused` when the registry would not take it (queue/metrics.py counts them)."""
+
+    def waited(self, intention: PollIntention, answer: Response | None, refused: bool) -> None: ...
 
 
 class PollingService(PollStack[PollIntention]):
@@ -30,9 +40,11 @@ class PollingService(PollStack[PollIntention]):
         store: QueueStore,
         worker_id: int,
         cover: Cover | None = None,
+        observer: WaitObserver | None = None,
     ) -> None:
         self.settings = settings
         self.worker_id = worker_id
+        self.observer = observer
         policy = BackoffPolicy(
             base_ms=settings.poll_db_interval_ms,
             threshold=settings.queue_backoff_threshold,
@@ -52,6 +64,23 @@ class PollingService(PollStack[PollIntention]):
 
     def start(self) -> None:
         self.pool.start()
+
+    def wait(
+        self,
+        intention: PollIntention,
+        is_disconnected: Callable[[], bool],
+        watch: Watch | None = None,
+    ) -> Response | None:
+        """Wait as every long poll does; the observer hears each wait's end."""
+        if self.observer is None:
+            return super().wait(intention, is_disconnected, watch)
+        answer, refused = None, True
+        try:
+            answer = super().wait(intention, is_disconnected, watch)
+            refused = False
+            return answer
+        finally:
+            self.observer.waited(intention, answer, refused)
 
     def stop(self, timeout: float = 1.0) -> bool:
         return self.pool.stop(timeout)

@@ -39,7 +39,7 @@ def test_every_service_starts_in_order_and_stops_in_reverse(tmp_path: Path) -> N
     assert log == [f"start {n}" for n in names] + [f"stop {n}" for n in reversed(names)]
     # the poll workers stop first (waiting long polls are answered at once); the buffer,
     # the maintenance switches and the analytics collector only at worker exit
-    assert log[len(names)].startswith("stop MeteredPollingService#")
+    assert log[len(names)].startswith("stop PollingService#")
     stopped_late = [entry.split()[1].split("#")[0] for entry in log[len(names) + at_shutdown :]]
     assert stopped_late == [
         "FileBuffer",
