@@ -89,7 +89,38 @@ def cmd_migrate(settings: Settings) -> int:
     return 0
 
 
+def gunicorn_command() -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG), "queen_threads.wsgi:app"]
+
+
+def announce(settings: Settings, embedded: EmbeddedPostgres | None) -> None:
+    print(
+        f"queen-threads listening on http://{settings.host}:{settings.port} "
+        f"({settings.num_workers} workers, database: "
+        f"{'embedded ' + str(embedded.pgdata) if embedded else 'configured'})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def cmd_serve(settings: Settings) -> int:
+    """With a configured database nothing is left to supervise: this process becomes the
+    gunicorn master (exec), so no launcher stays resident beside it. With the embedded
+    PostgreSQL it stays, to restart the database until it starts and to stop it at the end."""
+    if not settings.uses_embedded_database:
+        dsn = settings.dsn()
+        migrate_before_serving(
+            settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
+        )
+        announce(settings, None)
+        for handler in logging.getLogger().handlers:  # exec keeps no buffer
+            handler.flush()
+        cmd = gunicorn_command()
+        os.execve(cmd[0], cmd, dict(os.environ, DATABASE_URL=dsn))
+    return supervise_embedded(settings)
+
+
+def supervise_embedded(settings: Settings) -> int:
     stopping = threading.Event()
     dsn, embedded = database_to_serve(settings, stopping)
     try:
@@ -99,28 +130,14 @@ def cmd_serve(settings: Settings) -> int:
         env = dict(os.environ, DATABASE_URL=dsn)
         if embedded is not None and embedded.socket_folder:
             env["DATABASE_SOCKET_DIR"] = embedded.socket_folder
-        cmd = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(GUNICORN_CONFIG),
-            "queen_threads.wsgi:app",
-        ]
-        proc = subprocess.Popen(cmd, env=env)
+        proc = subprocess.Popen(gunicorn_command(), env=env)
 
         def forward(signum: int, frame: FrameType | None) -> None:
             proc.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
 
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, forward)
-        print(
-            f"queen-threads listening on http://{settings.host}:{settings.port} "
-            f"({settings.num_workers} workers, database: "
-            f"{'embedded ' + str(embedded.pgdata) if embedded else 'configured'})",
-            file=sys.stderr,
-            flush=True,
-        )
+        announce(settings, embedded)
         return proc.wait()
     finally:
         stopping.set()
