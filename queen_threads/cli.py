@@ -113,8 +113,6 @@ def cmd_serve(settings: Settings) -> int:
             settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
         )
         announce(settings, None)
-        for handler in logging.getLogger().handlers:  # exec keeps no buffer
-            handler.flush()
         cmd = gunicorn_command()
         os.execve(cmd[0], cmd, dict(os.environ, DATABASE_URL=dsn))
     return supervise_embedded(settings)
