@@ -85,6 +85,9 @@ def import_shared_modules() -> None:
     import queen_threads.app
     import queen_threads.runtime  # noqa: F401
 
+    if _settings.encryption_key:  # the workers' PayloadCipher (cryptography otherwise not loaded)
+        import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
+
 
 def pre_fork(server: Any, worker: Any) -> None:
     """Move everything the master holds into the collector's permanent generation: a
