@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.memory_run                       # this checkout, every mode
     .venv/bin/python -m bench.memory_run --source before=/work/wt-base --source after=.
     .venv/bin/python -m bench.memory_run --modes serve --settle 10 --json mem.json
+    python -m bench.memory_run --env JWT_ENABLED=true --env JWT_SECRET=$(openssl rand -hex 32)
 
 Modes: `serve` is `queen-threads serve` with DATABASE_URL set; `gunicorn` is
 `python -m gunicorn -c config/gunicorn.conf.py queen_threads.wsgi:app`; `embedded` is
@@ -56,7 +57,13 @@ def server_env(
 
 
 def run_one(
-    mode: str, source: Path, workers: int, dsn: str | None, tmp: Path, settle_s: float
+    mode: str,
+    source: Path,
+    workers: int,
+    dsn: str | None,
+    tmp: Path,
+    settle_s: float,
+    extra: dict[str, str] | None = None,
 ) -> TreeMemory:
     """Start one server, wait until it is ready and `settle_s` more, read it, stop it."""
     port = free_port()
@@ -65,7 +72,8 @@ def run_one(
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
             command(mode, source),
-            env=server_env(source, port, workers, None if mode == "embedded" else dsn, data),
+            env=server_env(source, port, workers, None if mode == "embedded" else dsn, data)
+            | (extra or {}),
             cwd=source, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
@@ -115,12 +123,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--settle", type=float, default=5.0, help="seconds idle before reading")
     parser.add_argument("--rounds", type=int, default=1, help="repeat every source and mode")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the server")
     parser.add_argument("--json", help="write every reading to this file")
     args = parser.parse_args(argv)
     modes = [m for m in args.modes.split(",") if m]
     if unknown := set(modes) - set(MODES):
         parser.error(f"unknown modes {sorted(unknown)}; known: {', '.join(MODES)}")
     sources = parse_sources(args.source)
+    extra = dict(item.split("=", 1) for item in args.env)
     tmp = Path(tempfile.mkdtemp(prefix="queen-memory-"))
     pg = EmbeddedPostgres(tmp / "pg")
     results: list[dict[str, object]] = []
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(args.rounds):
             for mode in modes:
                 for label, source in sources:
-                    found = run_one(mode, source, args.workers, dsn, tmp, args.settle)
+                    found = run_one(mode, source, args.workers, dsn, tmp, args.settle, extra)
                     print(render(label, mode, found), flush=True)
                     results.append({"round": rnd, "source": label, "mode": mode,
                                     "workers": args.workers} | found.as_dict())  # fmt: skip
