@@ -82,8 +82,12 @@ def import_shared_modules() -> None:
     """Import in the master what every worker imports, so that the workers share it.
     After PROMETHEUS_MULTIPROC_DIR is set: prometheus-client picks its multiprocess mode
     when it is first imported."""
+    import mimetypes
+
     import queen_threads.app
     import queen_threads.runtime  # noqa: F401
+
+    mimetypes.init()  # falcon's App() reads the system's table (~0.3 MB): read it once, here
 
     if _settings.encryption_key:  # the workers' PayloadCipher (cryptography otherwise not loaded)
         import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
