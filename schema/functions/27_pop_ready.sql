@@ -40,26 +40,43 @@ CREATE OR REPLACE FUNCTION queen._cursor_rows(p_pids uuid[], p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+    WITH r AS MATERIALIZED (
+        SELECT pl.partition_id AS pid, g.grp, pl.queue_id AS qid,
+               pl.last_message_created_at AS hts, pl.last_message_id AS hid,
+               q.name AS qname, p.name AS pname, q.namespace AS ns, q.task AS tk
+          FROM queen.partition_lookup pl
+          JOIN queen.partitions p ON p.id = pl.partition_id
+          JOIN queen.queues q ON q.id = pl.queue_id
+          JOIN LATERAL (
+                SELECT p_group AS grp WHERE p_group IS NOT NULL
+                UNION ALL
+                SELECT c.consumer_group FROM queen.queue_consumer_groups c
+                 WHERE p_group IS NULL AND c.queue_id = pl.queue_id) g ON true
+         WHERE pl.partition_id = ANY (p_pids)
+    ),
+    -- The subscription's start once per (group, queue); a partition's own metadata row,
+    -- where there is one, wins (the order of queen._subscription_start).
+    qs AS (
+        SELECT k.grp, k.qid,
+               CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
+                    ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk) END AS start_ts
+          FROM (SELECT DISTINCT r.grp, r.qid, r.qname, r.ns, r.tk FROM r) k
+    )
     INSERT INTO queen.partition_consumers AS pc
            (partition_id, consumer_group, queue_id, head_created_at, head_id,
             last_consumed_created_at, last_consumed_id)
     SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
            CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END
-      FROM (SELECT pl.partition_id AS pid, g.grp, pl.queue_id AS qid,
-                   pl.last_message_created_at AS hts, pl.last_message_id AS hid,
-                   CASE WHEN g.grp = '__QUEUE_MODE__' THEN NULL
-                        ELSE queen._subscription_start(g.grp, q.name, p.name,
-                                                       q.namespace, q.task)
-                   END AS start_ts
-              FROM queen.partition_lookup pl
-              JOIN queen.partitions p ON p.id = pl.partition_id
-              JOIN queen.queues q ON q.id = pl.queue_id
-              JOIN LATERAL (
-                    SELECT p_group AS grp WHERE p_group IS NOT NULL
-                    UNION ALL
-                    SELECT r.consumer_group FROM queen.queue_consumer_groups r
-                     WHERE p_group IS NULL AND r.queue_id = pl.queue_id) g ON true
-             WHERE pl.partition_id = ANY (p_pids)) x
+      FROM (SELECT r.pid, r.grp, r.qid, r.hts, r.hid,
+                   CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
+                        WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                        ELSE qs.start_ts END AS start_ts
+              FROM r
+              JOIN qs ON qs.grp = r.grp AND qs.qid = r.qid
+              LEFT JOIN queen.consumer_groups_metadata m
+                     ON m.consumer_group = r.grp AND m.queue_name = r.qname
+                    AND m.partition_name = r.pname AND m.namespace = '' AND m.task = ''
+                    AND r.pname <> '') x
      ORDER BY x.pid, x.grp
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET queue_id = EXCLUDED.queue_id,

@@ -81,15 +81,16 @@ BEGIN
         SELECT s.queue_ids, s.partition_id INTO v_qids, v_pid
           FROM queen._pop_scope(v_queue, v_part, v_ns, v_task) s;
         IF cardinality(v_qids) > 0 THEN
-            v_qids := CASE WHEN EXISTS (SELECT 1 FROM queen.partition_lookup pl
-                                         WHERE pl.queue_id = ANY (v_qids))
-                           THEN v_qids ELSE '{}' END;  -- no message ever: nothing to read
-        END IF;
-        IF cardinality(v_qids) > 0 THEN
             -- The policy first: a group's cursors in the scope mean "declared without it".
             SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
               FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
                                      coalesce(queen._jbool(p_req -> 'conflation', false), false)) cf;
+            v_qids := CASE WHEN EXISTS (SELECT 1 FROM unnest(v_qids) AS u(id)
+                                         WHERE EXISTS (SELECT 1 FROM queen.partition_lookup pl
+                                                        WHERE pl.queue_id = u.id))
+                           THEN v_qids ELSE '{}' END;  -- no message ever: nothing to read
+        END IF;
+        IF cardinality(v_qids) > 0 THEN
             IF v_pid IS NOT NULL THEN
                 v_max_parts := 1;
                 PERFORM queen._cursor_row(v_pid, v_group);
@@ -371,8 +372,10 @@ $$;
 CREATE OR REPLACE FUNCTION queen.pop_unified_batch(p_requests jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
--- Generic plans: these statements are cheap to run but costly to re-plan on every call.
+-- Generic plans: these statements are cheap to run but costly to re-plan on every call;
+-- and by key only, whatever the statistics said when the plan was made (20_push.sql).
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_out  jsonb[] := '{}';
