@@ -64,9 +64,10 @@ BEGIN
     )
     INSERT INTO queen.partition_consumers AS pc
            (partition_id, consumer_group, queue_id, head_created_at, head_id,
-            last_consumed_created_at, last_consumed_id)
+            last_consumed_created_at, last_consumed_id, not_before)
     SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
-           CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END
+           CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
+           x.hts  -- in the ready set since its newest message: the oldest first
       FROM (SELECT r.pid, r.grp, r.qid, r.hts, r.hid,
                    CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
                         WHEN m.id IS NOT NULL THEN m.subscription_timestamp

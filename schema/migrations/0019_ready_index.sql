@@ -67,8 +67,8 @@ CREATE INDEX partition_consumers_ready_idx
 -- transaction that pushes holds no cursor row while it stays open: consumers keep taking
 -- what is committed, and only the commit waits for a claim or an ack in progress on the
 -- same rows (they are short). A cursor a claim parked ('infinity') becomes ready again; with
--- a window buffer it waits for the window after this message; with delayed processing, a
--- cursor that had nothing left waits for this message's delay. A partition's first message
+-- a window buffer it waits for the window after this message; a cursor that had nothing
+-- left enters the ready set at this message (after its delay, with delayed processing). A partition's first message
 -- also creates the cursor rows of the groups registered for its queue. The queue's
 -- registration lock (an advisory lock, shared here) orders this with a group registering
 -- for the queue: it waits for pushes that are committing, never for open ones. A head never moves
@@ -92,7 +92,7 @@ BEGIN
                WHEN q.wait > 0 THEN NEW.last_message_created_at + make_interval(secs => q.wait)
                WHEN q.delay > 0 AND q.max_wait > 0 AND q.delay >= q.max_wait
                    THEN 'infinity'  -- stale before its delay ends: never visible
-               WHEN q.delay > 0 AND pc.available_at IS NULL
+               WHEN pc.available_at IS NULL  -- it enters the ready set now
                    THEN NEW.last_message_created_at + make_interval(secs => q.delay)
                WHEN pc.not_before = 'infinity' THEN v_now
                ELSE pc.not_before END
