@@ -351,6 +351,10 @@ RETURNS json
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
 SET plan_cache_mode = force_generic_plan
+-- Every table this reaches is read by key: a plan made while a table was small (a generic
+-- plan is made once per connection) must not stay a sequential scan after it grew
+-- (measured: 4 scans of queen.partitions per push after 20,000 partitions appeared).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_probe     boolean := false;
