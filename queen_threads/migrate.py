@@ -6,18 +6,26 @@ under one advisory lock, so workers and instances starting together take turns, 
 file is applied in its own transaction together with its bookkeeping row. The lock is a
 session lock, so the DSN must be the direct database (`DATABASE_DIRECT_URL`, else the
 pool's), never a transaction pooler.
+
+On a Citus coordinator (the `citus` extension is installed in the database, or
+`QUEEN_CITUS=1` asks for it) the same files run, then `schema/citus/*.sql` places the tables
+on the cluster (reference and co-located distributed tables; docs/scaling.md, "Citus"). That
+step runs on every migrate and leaves what is already placed alone.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from queen_threads import db
 from queen_threads.errors import DatabaseUnavailable, MigrationDeferred, MigrationError, QueenError
-from queen_threads.paths import FUNCTIONS_DIR, MIGRATIONS_DIR
+from queen_threads.paths import CITUS_DIR, FUNCTIONS_DIR, MIGRATIONS_DIR
+from queen_threads.settings.parsers import boolean
 
 log = logging.getLogger("queen_threads.migrate")
 
@@ -51,6 +59,33 @@ def schema_files(
     return files
 
 
+def citus_files(citus_dir: Path = CITUS_DIR) -> list[SchemaFile]:
+    """The Citus placement step: run after everything else, on every migrate (idempotent)."""
+    return [
+        SchemaFile(f"citus:{p.stem}", p.stem, "citus", p.read_text("utf-8"))
+        for p in sorted(citus_dir.glob("*.sql"))
+    ]
+
+
+def citus_requested(env: Mapping[str, str] | None = None) -> bool:
+    """QUEEN_CITUS (settings/database.py): the database must be a Citus coordinator (the
+    extension is created when missing). Unset or false: Citus is used when the extension is
+    already there. Read here because every caller of migrate() (serve, migrate, the
+    workers' retries) must place the schema the same way."""
+    raw = (os.environ if env is None else env).get("QUEEN_CITUS", "")
+    try:
+        return boolean(raw)
+    except ValueError as exc:
+        raise MigrationError(f"invalid QUEEN_CITUS: {exc}") from exc
+
+
+def _on_citus(tx: db.NamedCursor) -> bool:
+    if citus_requested():
+        tx.execute("create_citus_extension")
+        return True
+    return tx.row("citus_installed") is not None
+
+
 def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
     """Apply what is missing or changed; returns the names applied. Idempotent.
     MigrationDeferred when the database cannot be reached (nothing was applied then, or
@@ -76,6 +111,9 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
                         continue
                     _apply(conn, f)
                     applied_now.append(f.name)
+                if _on_citus(tx):
+                    for f in citus_files():
+                        _apply(conn, f, record=False)
             finally:
                 tx.execute("advisory_unlock", (ADVISORY_LOCK_KEY,))
     except Exception as exc:
@@ -92,12 +130,15 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
     return applied_now
 
 
-def _apply(conn: db.Connection, f: SchemaFile) -> None:
+def _apply(conn: db.Connection, f: SchemaFile, record: bool = True) -> None:
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
             cur.execute(f.sql)  # a schema file itself, not a named statement
-            db.NamedCursor(cur).execute("record_migration", (f.version, f.name, f.kind, f.checksum))
+            if record:
+                db.NamedCursor(cur).execute(
+                    "record_migration", (f.version, f.name, f.kind, f.checksum)
+                )
         conn.commit()
     except Exception as exc:
         if not conn.closed:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import psycopg2
+import re
 
+import psycopg2
+import psycopg2.extensions
+
+from queen_threads import migrate
 from tests.support.citus import NODES, CitusCluster
 
 
@@ -24,3 +28,104 @@ def test_coordinator_sees_two_workers_with_the_extension(
     conn.close()
     assert workers == sorted(citus_cluster.ports[n] for n in NODES[1:])
     assert len(versions) == 1 and versions.pop().startswith("13.")
+
+
+MESSAGE_PATH = {
+    "queen.messages",
+    "queen.partition_consumers",
+    "queen.partition_lookup",
+    "queen.dead_letter_queue",
+    "queen.message_traces",
+    "queen.sdk_shards",
+    "queen.sdk_state",
+}
+DEFINITIONS = {
+    "queen.queues",
+    "queen.partitions",
+    "queen.streams",
+    "queen.stream_sources",
+    "queen.sdk_queries",
+}
+
+
+def _placement(dsn: str) -> dict[str, tuple[str, str, int]]:
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute(
+            "SELECT table_name::text, citus_table_type, distribution_column, colocation_id "
+            "FROM citus_tables"
+        )
+        rows = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+    conn.close()
+    return rows
+
+
+def test_migrate_places_the_schema_on_the_cluster_once(citus_dsn: str) -> None:
+    placed = _placement(citus_dsn)
+    assert {t for t, p in placed.items() if p[0] == "reference"} == DEFINITIONS
+    path = {t: p for t, p in placed.items() if t in MESSAGE_PATH}
+    assert set(path) == MESSAGE_PATH
+    assert {p[:2] for p in path.values()} == {("distributed", "partition_id")}
+    assert len({p[2] for p in path.values()}) == 1  # one co-location group
+    assert placed["queen.timers"][:2] == ("distributed", "queue_id")
+    # Again: nothing left to apply, the placement unchanged.
+    assert migrate.migrate(citus_dsn) == []
+    assert _placement(citus_dsn) == placed
+
+
+def _worker_of(cur: psycopg2.extensions.cursor, pid: str) -> int:
+    cur.execute(
+        "SELECT nodeport FROM citus_shards "
+        "WHERE shardid = get_shard_id_for_distribution_column('queen.messages', %s)",
+        (pid,),
+    )
+    row = cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _remote_ports(notices: list[str]) -> set[int]:
+    """The workers that `citus.log_remote_commands` says a statement reached."""
+    return {int(p) for p in re.findall(r"on server \S+@[\d.]+:(\d+)", "".join(notices))}
+
+
+def test_one_partition_is_stored_and_read_on_the_one_worker_that_holds_it(
+    citus_cluster: CitusCluster, citus_dsn: str
+) -> None:
+    workers = {citus_cluster.ports[n] for n in NODES[1:]}
+    conn = psycopg2.connect(citus_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("INSERT INTO queen.queues (name) VALUES ('orders') RETURNING id")
+    (qid,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute(
+        "INSERT INTO queen.partitions (queue_id, name) "
+        "SELECT %s, 'p' || g FROM generate_series(1, 4) g RETURNING id::text",
+        (qid,),
+    )
+    pids = [r[0] for r in cur.fetchall()]
+    holders = {pid: _worker_of(cur, pid) for pid in pids}
+    assert set(holders.values()) == workers  # four partitions spread over both workers
+
+    cur.execute("SET citus.log_remote_commands = on")
+    cur.execute("SET client_min_messages = log")
+    for pid, holder in holders.items():
+        del conn.notices[:]
+        # a writer storing with plain SQL (offsets given): one worker, and the newest
+        # message per partition is kept there by the shard's row trigger
+        cur.execute(
+            "INSERT INTO queen.messages (transaction_id, partition_id, payload, partition_offset)"
+            " SELECT 't' || g, %s, jsonb_build_object('n', g), g - 1"
+            " FROM generate_series(1, 3) g",
+            (pid,),
+        )
+        assert _remote_ports(conn.notices) == {holder}
+        del conn.notices[:]
+        cur.execute(
+            "SELECT count(*), max(pl.last_message_id) = max(m.id) FROM queen.messages m "
+            "JOIN queen.partition_lookup pl ON pl.partition_id = m.partition_id "
+            "WHERE m.partition_id = %s",
+            (pid,),
+        )
+        assert cur.fetchone() == (3, True)
+        assert _remote_ports(conn.notices) == {holder}
+    conn.close()
