@@ -1,4 +1,5 @@
-"""The local cluster itself: three nodes, the extension on each, the workers registered."""
+"""queen-threads on a local Citus cluster: the cluster, the placement `migrate` gives the
+schema, and where one partition's statements run (citus.log_remote_commands)."""
 
 from __future__ import annotations
 
