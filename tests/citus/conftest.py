@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -41,20 +42,28 @@ def citus_cluster() -> Iterator[CitusCluster]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextmanager
+def _database(cluster: CitusCluster) -> Iterator[str]:
+    name = f"queen_c_{uuid.uuid4().hex[:10]}"
+    dsn = cluster.create_database(name)
+    try:
+        yield dsn
+    finally:
+        cluster.drop_database(name)
+
+
 @pytest.fixture
 def citus_db(citus_cluster: CitusCluster) -> Iterator[str]:
     """A database on every node with the extension and the nodes registered; its DSN on the
     coordinator (no schema yet)."""
-    name = f"queen_c_{uuid.uuid4().hex[:10]}"
-    dsn = citus_cluster.create_database(name)
-    try:
+    with _database(citus_cluster) as dsn:
         yield dsn
-    finally:
-        citus_cluster.drop_database(name)
 
 
-@pytest.fixture
-def citus_dsn(citus_db: str) -> str:
-    """The coordinator's DSN of a database migrated by `queen-threads migrate`."""
-    migrate.migrate(citus_db)
-    return citus_db
+@pytest.fixture(scope="module")
+def citus_dsn(citus_cluster: CitusCluster) -> Iterator[str]:
+    """The coordinator's DSN of a database migrated by `queen-threads migrate`, shared by the
+    module (a database on three nodes costs seconds): tests use their own queue names."""
+    with _database(citus_cluster) as dsn:
+        migrate.migrate(dsn)
+        yield dsn

@@ -7,6 +7,7 @@ import re
 
 import psycopg2
 import psycopg2.extensions
+import pytest
 
 from queen_threads import migrate
 from tests.support.citus import NODES, CitusCluster
@@ -100,12 +101,13 @@ def test_one_partition_is_stored_and_read_on_the_one_worker_that_holds_it(
     (qid,) = cur.fetchone()  # type: ignore[misc]
     cur.execute(
         "INSERT INTO queen.partitions (queue_id, name) "
-        "SELECT %s, 'p' || g FROM generate_series(1, 4) g RETURNING id::text",
+        "SELECT %s, 'p' || g FROM generate_series(1, 24) g RETURNING id::text",
         (qid,),
     )
-    pids = [r[0] for r in cur.fetchall()]
-    holders = {pid: _worker_of(cur, pid) for pid in pids}
-    assert set(holders.values()) == workers  # four partitions spread over both workers
+    # one partition on each worker (24 random ids all on one of 2 workers: odds 2**-23)
+    by_worker = {_worker_of(cur, r[0]): r[0] for r in cur.fetchall()}
+    assert set(by_worker) == workers
+    holders = {pid: port for port, pid in by_worker.items()}
 
     cur.execute("SET citus.log_remote_commands = on")
     cur.execute("SET client_min_messages = log")
@@ -129,4 +131,48 @@ def test_one_partition_is_stored_and_read_on_the_one_worker_that_holds_it(
         )
         assert cur.fetchone() == (3, True)
         assert _remote_ports(conn.notices) == {holder}
+    conn.close()
+
+
+def test_a_claim_locks_a_cursor_row_on_its_worker_only_by_equality(
+    citus_cluster: CitusCluster, citus_dsn: str
+) -> None:
+    """What the pop's claim must look like on Citus (docs/scaling.md): `FOR UPDATE SKIP LOCKED`
+    keyed by one partition_id runs on the worker holding it; over several shards, or by
+    `= ANY` joined to a co-located table, Citus refuses it."""
+    conn = psycopg2.connect(citus_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("INSERT INTO queen.queues (name) VALUES ('claims') RETURNING id")
+    (qid,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute(
+        "INSERT INTO queen.partitions (queue_id, name) SELECT %s, 'p' || g "
+        "FROM generate_series(1, 4) g RETURNING id::text",
+        (qid,),
+    )
+    pids = [r[0] for r in cur.fetchall()]
+    cur.execute(
+        "INSERT INTO queen.partition_consumers (partition_id) SELECT unnest(%s::uuid[])", (pids,)
+    )
+    claim = (
+        "SELECT pc.partition_id FROM queen.partition_consumers pc {join} "
+        "WHERE {where} AND pc.consumer_group = '__QUEUE_MODE__' LIMIT 1 "
+        "FOR UPDATE OF pc SKIP LOCKED"
+    )
+    cur.execute("SET citus.log_remote_commands = on")
+    cur.execute("SET client_min_messages = log")
+    conn.autocommit = False
+    del conn.notices[:]
+    cur.execute(claim.format(join="", where="pc.partition_id = %s"), (pids[0],))
+    assert cur.fetchone() == (pids[0],)
+    assert _remote_ports(conn.notices) == {_worker_of(cur, pids[0])}
+    conn.rollback()
+    joined = "JOIN queen.partition_lookup pl ON pl.partition_id = pc.partition_id"
+    for join, where, arg in [
+        ("", "pc.partition_id = ANY (%s::uuid[])", pids),  # several shards
+        (joined, "pc.partition_id = ANY (%s::uuid[])", pids[:1]),  # one, but by ANY + join
+    ]:
+        with pytest.raises(psycopg2.Error, match="FOR UPDATE/SHARE"):
+            cur.execute(claim.format(join=join, where=where), (arg,))
+        conn.rollback()
     conn.close()
