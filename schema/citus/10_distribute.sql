@@ -145,3 +145,24 @@ BEGIN
         FOR EACH ROW EXECUTE FUNCTION queen.trg_messages_partition_lookup_row();
 END;
 $citus$;
+
+-- Tables that later migrations add, placed on the first migrate that finds them. A new
+-- table that points at a reference table is made a coordinator table by Citus ("Citus
+-- local table") when it is created; it is placed here. Definitions only: a table on the
+-- message path must be distributed by partition_id like those above.
+DO $citus$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY[
+        'queen.queue_consumer_groups'  -- a queue's registered groups (migration 0019)
+    ] LOOP
+        IF to_regclass(v_table) IS NOT NULL
+           AND NOT EXISTS (SELECT 1 FROM pg_dist_partition
+                            WHERE logicalrelid = to_regclass(v_table)
+                              AND partmethod = 'n' AND repmodel = 't') THEN
+            PERFORM create_reference_table(v_table);
+        END IF;
+    END LOOP;
+END;
+$citus$;
