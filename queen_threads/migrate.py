@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,17 +104,20 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
             tx.execute("advisory_lock", (ADVISORY_LOCK_KEY,))
             try:
                 tx.execute("create_migrations_table")
+                citus = _on_citus(tx)
+                if citus:  # a migration may add a trigger to a distributed table
+                    tx.execute("citus_allow_triggers")
                 applied = dict(tx.rows("applied_migrations"))
                 for f in schema_files():
                     if f.kind == "migration" and f.version in applied:
                         continue
                     if f.kind == "function" and applied.get(f.version) == f.checksum:
                         continue
-                    _apply(conn, f)
+                    _apply(conn, f, one_by_one=citus)
                     applied_now.append(f.name)
-                if _on_citus(tx):
+                if citus:
                     for f in citus_files():
-                        _apply(conn, f, record=False)
+                        _apply(conn, f, record=False, one_by_one=True)
             finally:
                 tx.execute("advisory_unlock", (ADVISORY_LOCK_KEY,))
     except Exception as exc:
@@ -130,11 +134,58 @@ def migrate(dsn: str, connect_timeout_s: int = 5) -> list[str]:
     return applied_now
 
 
-def _apply(conn: db.Connection, f: SchemaFile, record: bool = True) -> None:
+_DOLLAR = re.compile(r"\$[A-Za-z_0-9]*\$")
+
+
+def split_statements(sql: str) -> list[str]:
+    """The statements of a schema file, in order (comments kept, empty ones left out).
+    Knows comments, quoted strings and identifiers and dollar quoting; not E'' strings'
+    backslash escapes (the schema has none)."""
+    out: list[str] = []
+    start = i = 0
+    n = len(sql)
+    while i < n:
+        c = sql[i]
+        if sql.startswith("--", i):
+            j = sql.find("\n", i)
+            i = n if j < 0 else j + 1
+        elif sql.startswith("/*", i):
+            j = sql.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c in "'\"":
+            j = i + 1
+            while j < n and not (sql[j] == c and not sql.startswith(c * 2, j)):
+                j += 2 if sql.startswith(c * 2, j) else 1
+            i = j + 1
+        elif c == "$" and (m := _DOLLAR.match(sql, i)) and not sql[i - 1 : i].isalnum():
+            j = sql.find(m.group(0), m.end())
+            i = n if j < 0 else j + len(m.group(0))
+        elif c == ";":
+            out.append(sql[start : i + 1])
+            start = i = i + 1
+        else:
+            i += 1
+    out.append(sql[start:])
+    return [st for st in out if _has_code(st)]
+
+
+def _has_code(statement: str) -> bool:
+    return any(
+        line.strip() and not line.strip().startswith("--") for line in statement.splitlines()
+    )
+
+
+def _apply(
+    conn: db.Connection, f: SchemaFile, record: bool = True, one_by_one: bool = False
+) -> None:
+    """One file in one transaction. `one_by_one` (Citus): a statement per query, as Citus
+    sends some DDL on distributed tables (CREATE INDEX, a generated column) to the workers
+    as the query's text, which must then hold that statement alone."""
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
-            cur.execute(f.sql)  # a schema file itself, not a named statement
+            for statement in split_statements(f.sql) if one_by_one else [f.sql]:
+                cur.execute(statement)  # a schema file itself, not a named statement
             if record:
                 db.NamedCursor(cur).execute(
                     "record_migration", (f.version, f.name, f.kind, f.checksum)

@@ -38,6 +38,11 @@ SELECT extversion FROM pg_extension WHERE extname = 'citus';
 -- QUEEN_CITUS=1: the coordinator's extension (the workers need theirs already).
 CREATE EXTENSION IF NOT EXISTS citus;
 
+-- name: citus_allow_triggers
+-- Triggers on distributed tables fire on the shards (docs/scaling.md, "Citus"); Citus
+-- creates them only when asked to.
+SET citus.enable_unsafe_triggers = on;
+
 -- name: applied_migrations
 -- version -> checksum of what has been applied (migrations and function files).
 SELECT version, checksum FROM queen.schema_migrations;

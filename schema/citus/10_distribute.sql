@@ -6,8 +6,9 @@
 --
 -- Placement:
 --   reference (a copy on every node): the definitions a message-path statement joins to
---     (queues, streams, stream_sources, sdk_queries);
---   distributed by partition, co-located with queen.partitions(id): partitions, messages,
+--     (queues, partitions, streams, stream_sources, sdk_queries; below the block:
+--     consumer_groups_metadata, conflation_groups, queue_consumer_groups);
+--   distributed by partition_id in one co-location group (with queen.messages): messages,
 --     partition_consumers, partition_lookup, dead_letter_queue, message_traces, sdk_shards,
 --     sdk_state; so everything one partition owns sits in one shard group on one worker;
 --   distributed by their own key: timers (queue_id);
@@ -146,7 +147,8 @@ BEGIN
 END;
 $citus$;
 
--- Tables that later migrations add, placed on the first migrate that finds them. A new
+-- Definitions that are reference tables too, and tables that later migrations add, placed
+-- on the first migrate that finds them. A new
 -- table that points at a reference table is made a coordinator table by Citus ("Citus
 -- local table") when it is created; it is placed here. Definitions only: a table on the
 -- message path must be distributed by partition_id like those above.
@@ -155,6 +157,10 @@ DECLARE
     v_table text;
 BEGIN
     FOREACH v_table IN ARRAY ARRAY[
+        -- read by the statements a shard's trigger runs (the cursor rows of a partition's
+        -- first message, migration 0019) and by the pop: so on every node
+        'queen.consumer_groups_metadata',
+        'queen.conflation_groups',
         'queen.queue_consumer_groups'  -- a queue's registered groups (migration 0019)
     ] LOOP
         IF to_regclass(v_table) IS NOT NULL

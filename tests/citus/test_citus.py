@@ -48,6 +48,8 @@ DEFINITIONS = {
     "queen.streams",
     "queen.stream_sources",
     "queen.sdk_queries",
+    "queen.consumer_groups_metadata",
+    "queen.conflation_groups",
 }
 
 
@@ -195,3 +197,48 @@ def test_a_table_a_later_migration_adds_is_placed_on_the_next_migrate(citus_dsn:
     assert _placement(citus_dsn)["queen.queue_consumer_groups"][0] != "reference"
     migrate.migrate(citus_dsn)
     assert _placement(citus_dsn)["queen.queue_consumer_groups"][0] == "reference"
+
+
+def test_a_migration_with_ddl_on_distributed_tables_applies_statement_by_statement(
+    citus_dsn: str,
+) -> None:
+    """A generated column and an index on a distributed table in one file (the shape of
+    migration 0019): Citus sends such DDL to the workers as the query's text, so migrate
+    runs a file's statements one by one there, still in one transaction."""
+    f = migrate.SchemaFile(
+        "9999",
+        "9999_test_ddl",
+        "migration",
+        "ALTER TABLE queen.partition_consumers ADD COLUMN t_head BIGINT,\n"
+        "    ADD COLUMN t_ready BIGINT GENERATED ALWAYS AS\n"
+        "        (CASE WHEN t_head > last_consumed_id THEN t_head END) STORED;\n"
+        "CREATE INDEX partition_consumers_t_ready_idx\n"
+        "    ON queen.partition_consumers (consumer_group, t_ready) WHERE t_ready IS NOT NULL;\n",
+    )
+    conn = psycopg2.connect(citus_dsn)
+    try:
+        with pytest.raises(psycopg2.Error, match="multiple commands"), conn.cursor() as cur:
+            cur.execute(f.sql)
+        conn.rollback()
+        migrate._apply(conn, f, record=False, one_by_one=True)
+        with conn.cursor() as cur:
+            cur.execute(  # the index on every shard, over the generated column
+                "SELECT DISTINCT result FROM run_command_on_shards("
+                "'queen.partition_consumers', $$SELECT count(*) FROM pg_index i "
+                "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey) "
+                "WHERE i.indrelid = '%s'::regclass AND a.attname = 't_ready'$$)"
+            )
+            assert [r[0] for r in cur.fetchall()] == ["1"]
+            cur.execute(
+                "SELECT DISTINCT result FROM run_command_on_shards("
+                "'queen.partition_consumers', $$SELECT attgenerated FROM pg_attribute "
+                "WHERE attrelid = '%s'::regclass AND attname = 't_ready'$$)"
+            )
+            assert [r[0] for r in cur.fetchall()] == ["s"]
+        conn.autocommit = True
+        with conn.cursor() as cur:
+            cur.execute(
+                "ALTER TABLE queen.partition_consumers DROP COLUMN t_ready, DROP COLUMN t_head"
+            )
+    finally:
+        conn.close()
