@@ -30,6 +30,19 @@ CREATE TABLE IF NOT EXISTS queen.schema_migrations (
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- name: citus_installed
+-- Is this database a Citus node (queen_threads/migrate.py)?
+SELECT extversion FROM pg_extension WHERE extname = 'citus';
+
+-- name: create_citus_extension
+-- QUEEN_CITUS=1: the coordinator's extension (the workers need theirs already).
+CREATE EXTENSION IF NOT EXISTS citus;
+
+-- name: citus_allow_triggers
+-- Triggers on distributed tables fire on the shards (docs/scaling.md, "Citus"); Citus
+-- creates them only when asked to.
+SET citus.enable_unsafe_triggers = on;
+
 -- name: applied_migrations
 -- version -> checksum of what has been applied (migrations and function files).
 SELECT version, checksum FROM queen.schema_migrations;
