@@ -79,6 +79,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := now();
     q record;
+    v_wait_at timestamptz;
+    v_delay_at timestamptz;
 BEGIN
     -- Shared with every committing push of the queue; a group registering for the queue
     -- takes it exclusively (queen._register_group), so each sees the other's rows.
@@ -86,14 +88,17 @@ BEGIN
     SELECT qq.window_buffer AS wait, qq.delayed_processing AS delay,
            qq.max_wait_time_seconds AS max_wait INTO q
       FROM queen.queues qq WHERE qq.id = NEW.queue_id;
+    -- (instants computed here: Citus runs the UPDATE on a shard, where a CASE may hold
+    -- only immutable expressions)
+    v_wait_at := NEW.last_message_created_at + make_interval(secs => q.wait);
+    v_delay_at := NEW.last_message_created_at + make_interval(secs => q.delay);
     UPDATE queen.partition_consumers pc
        SET head_created_at = NEW.last_message_created_at, head_id = NEW.last_message_id,
            not_before = CASE
-               WHEN q.wait > 0 THEN NEW.last_message_created_at + make_interval(secs => q.wait)
+               WHEN q.wait > 0 THEN v_wait_at
                WHEN q.delay > 0 AND q.max_wait > 0 AND q.delay >= q.max_wait
                    THEN 'infinity'  -- stale before its delay ends: never visible
-               WHEN pc.available_at IS NULL  -- it enters the ready set now
-                   THEN NEW.last_message_created_at + make_interval(secs => q.delay)
+               WHEN pc.available_at IS NULL THEN v_delay_at  -- it enters the ready set now
                WHEN pc.not_before = 'infinity' THEN v_now
                ELSE pc.not_before END
      WHERE pc.partition_id = NEW.partition_id

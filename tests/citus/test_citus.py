@@ -184,12 +184,13 @@ def test_a_claim_locks_a_cursor_row_on_its_worker_only_by_equality(
 def test_a_table_a_later_migration_adds_is_placed_on_the_next_migrate(citus_dsn: str) -> None:
     """Created after the placement and pointing at a reference table, Citus makes it a
     coordinator table; the next migrate makes it a reference table (the shape of migration
-    0019's registrations; created here when that migration is not there yet)."""
+    0019's registrations: dropped and created again here, as a later migration would)."""
     conn = psycopg2.connect(citus_dsn)
     conn.autocommit = True
     with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS queen.queue_consumer_groups")
         cur.execute(
-            "CREATE TABLE IF NOT EXISTS queen.queue_consumer_groups ("
+            "CREATE TABLE queen.queue_consumer_groups ("
             " queue_id UUID NOT NULL REFERENCES queen.queues (id) ON DELETE CASCADE,"
             " consumer_group TEXT NOT NULL, PRIMARY KEY (queue_id, consumer_group))"
         )
