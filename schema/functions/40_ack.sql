@@ -163,7 +163,8 @@ BEGIN
                        queen._jbool(e -> 'retryable', NULL) AS retryable,
                        coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
                        nullif(e ->> 'leaseId', '') AS lease_txt
-                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
+                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)
+                OFFSET 0) i  -- a fence: each item's values computed once (not per use)
           -- An index probe per item, whatever the statistics say (see 20_push.sql).
           LEFT JOIN LATERAL (
                 SELECT m0.id, m0.created_at, m0.partition_id FROM queen.messages m0
