@@ -150,29 +150,46 @@ LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
-        SELECT i.idx, i.txn, i.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
-               m.id, m.created_at, p.name::text, q.name::text, q.namespace::text, q.task::text,
-               q.retry_limit, q.retry_delay, q.retry_strategy::text, q.retry_delay_max,
-               q.retry_jitter
-          FROM (SELECT (o.n - 1)::integer AS idx,
-                       e ->> 'transactionId' AS txn,
-                       queen._try_uuid(e ->> 'partitionId') AS pid,
-                       lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
-                       e ->> 'error' AS err,
-                       nullif(e ->> 'errorType', '') AS etype,
-                       queen._jbool(e -> 'retryable', NULL) AS retryable,
-                       coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
-                       nullif(e ->> 'leaseId', '') AS lease_txt
-                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)
-                OFFSET 0) i  -- a fence: each item's values computed once (not per use)
+        WITH i AS (  -- each item's values, computed once (not once per use)
+            SELECT (o.n - 1)::integer AS idx,
+                   e ->> 'transactionId' AS txn,
+                   e ->> 'partitionId' AS pid_txt,
+                   lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
+                   e ->> 'error' AS err,
+                   nullif(e ->> 'errorType', '') AS etype,
+                   queen._jbool(e -> 'retryable', NULL) AS retryable,
+                   coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
+                   nullif(e ->> 'leaseId', '') AS lease_txt
+              FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)),
+        -- each partitionId parsed and looked up once: a batch's items name one (per item,
+        -- _try_uuid's regular expression cost more than the rest of its resolution)
+        ids AS (SELECT d.pid_txt, x.pid, pq.*
+                  FROM (SELECT DISTINCT i.pid_txt FROM i) d
+                 CROSS JOIN LATERAL (SELECT queen._try_uuid(d.pid_txt) AS pid) x
+                  -- key lookups, whatever the statistics say
+                  LEFT JOIN LATERAL (
+                        SELECT p.name::text AS pname, q.name::text AS qname,
+                               q.namespace::text AS ns, q.task::text AS tk, q.retry_limit,
+                               q.retry_delay, q.retry_strategy::text AS retry_strategy,
+                               q.retry_delay_max, q.retry_jitter
+                          FROM queen.partitions p
+                         CROSS JOIN LATERAL (SELECT * FROM queen.queues q0
+                                              WHERE q0.id = p.queue_id LIMIT 1) q
+                         WHERE p.id = x.pid
+                         LIMIT 1) pq ON true)
+        SELECT i.idx, i.txn, ids.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
+               m.id, m.created_at, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
+               n.retry_strategy, n.retry_delay_max, n.retry_jitter
+          FROM i
+          LEFT JOIN ids ON ids.pid_txt = i.pid_txt
           -- An index probe per item, whatever the statistics say (see 20_push.sql).
           LEFT JOIN LATERAL (
-                SELECT m0.id, m0.created_at, m0.partition_id FROM queen.messages m0
-                 WHERE m0.partition_id = i.pid AND m0.transaction_id = i.txn
+                SELECT m0.id, m0.created_at FROM queen.messages m0
+                 WHERE m0.partition_id = ids.pid AND m0.transaction_id = i.txn
                  LIMIT 1) m ON true
-          LEFT JOIN queen.partitions p ON p.id = m.partition_id
-          LEFT JOIN queen.queues q ON q.id = p.queue_id
-         ORDER BY (m.id IS NULL) DESC, i.pid, i.grp, m.created_at, m.id, i.idx;
+          -- the names and policy of a found message's partition (none without a message)
+          LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.id IS NOT NULL
+         ORDER BY (m.id IS NULL) DESC, ids.pid, i.grp, m.created_at, m.id, i.idx;
 END;
 $$;
 
