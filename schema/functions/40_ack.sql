@@ -424,82 +424,6 @@ BEGIN
 END;
 $$;
 
--- The common ack in one pass, set-based: every item completed under the one live lease of
--- one (partition, group), each naming a message of its delivered batch, in delivery order,
--- nothing of the batch acked before. It does what _ack_items would do item by item: each
--- item commits the silent gap before it, the one naming the batch's last message moves the
--- cursor over the batch and ends the lease (leaseReleased), and the row is stored once
--- (_ack_flush). NULL when the request is not of this shape (nothing was written): the
--- caller works the items one by one.
-CREATE OR REPLACE FUNCTION queen._ack_fast(p_acks jsonb)
-RETURNS jsonb
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_ok    boolean;
-    v_pid   uuid;
-    v_grp   text;
-    v_lease uuid;
-    v_mids  bigint[];   -- the items' messages, in (created_at, id) order
-    v_idxs  integer[];  -- and their places in the request, and transactionIds
-    v_txns  text[];
-    v_mts   timestamptz;  -- the first message's created_at
-    v_names text[];     -- queue, partition, namespace, task
-    v_pc    queen.partition_consumers;
-    v_max   integer;    -- the place in the batch of the last message named
-    v_res   record;
-    v_rel   boolean := false;
-BEGIN
-    IF jsonb_typeof(p_acks) IS DISTINCT FROM 'array' OR jsonb_array_length(p_acks) = 0 THEN
-        RETURN NULL;
-    END IF;
-    SELECT bool_and(r.mid IS NOT NULL AND r.status IN ('completed', 'success')
-                    AND r.lease_txt IS NOT NULL)
-           AND count(DISTINCT r.pid) = 1 AND min(r.grp) = max(r.grp)
-           AND min(r.lease_txt) = max(r.lease_txt),
-           (array_agg(r.pid))[1], min(r.grp), queen._try_uuid(min(r.lease_txt)),
-           array_agg(r.mid ORDER BY r.mts, r.mid), array_agg(r.idx ORDER BY r.mts, r.mid),
-           array_agg(r.txn ORDER BY r.mts, r.mid), min(r.mts),
-           ARRAY[min(r.qname), min(r.pname), min(r.ns), min(r.tk)]
-      INTO v_ok, v_pid, v_grp, v_lease, v_mids, v_idxs, v_txns, v_mts, v_names
-      FROM queen._ack_rows(p_acks) r;
-    IF NOT coalesce(v_ok, false) OR v_lease IS NULL THEN
-        RETURN NULL;
-    END IF;
-    SELECT * INTO v_pc FROM queen.partition_consumers
-     WHERE partition_id = v_pid AND consumer_group = v_grp
-       FOR UPDATE;
-    IF NOT FOUND OR v_pc.lease_id IS DISTINCT FROM v_lease OR v_pc.lease_expires_at IS NULL
-       OR v_pc.lease_expires_at <= now() OR coalesce(cardinality(v_pc.acked_ids), 0) > 0
-       OR (v_mts, v_mids[1]) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
-                                 v_pc.last_consumed_id) THEN
-        RETURN NULL;
-    END IF;
-    -- every message in the batch, each after the one before it there (no duplicates)
-    SELECT CASE WHEN bool_and(coalesce(x.pos > x.prev, false)) THEN max(x.pos) END INTO v_max
-      FROM (SELECT array_position(v_pc.batch_ids, u.m) AS pos,
-                   coalesce(lag(array_position(v_pc.batch_ids, u.m)) OVER (ORDER BY u.o), 0) AS prev
-              FROM unnest(v_mids) WITH ORDINALITY AS u(m, o)) x;
-    IF v_max IS NULL THEN
-        RETURN NULL;
-    END IF;
-    v_pc.acked_ids := v_pc.batch_ids[1:v_max];
-    IF v_max = cardinality(v_pc.batch_ids) THEN
-        SELECT * INTO v_res FROM queen._ack_batch_done(v_pc);
-        v_pc := v_res.pc;
-        v_rel := v_res.released;
-    END IF;
-    PERFORM queen._ack_flush(v_pc, v_pc.batch_ids, coalesce(v_pc.acked_ids, '{}'), false, v_rel,
-                             v_names[1], v_names[2], v_names[3], v_names[4]);
-    RETURN (SELECT jsonb_agg(jsonb_build_object(
-                       'index', u.i, 'transactionId', u.t, 'success', true, 'error', NULL,
-                       'status', 'completed', 'queueName', v_names[1],
-                       'partitionName', v_names[2],
-                       'leaseReleased', v_rel AND u.o = cardinality(v_mids), 'dlq', false)
-                   ORDER BY u.i)
-              FROM unnest(v_idxs, v_txns) WITH ORDINALITY AS u(i, t, o));
-END;
-$$;
-
 -- p_acks: array of {transactionId, partitionId, status, error, errorType, retryable,
 --         consumerGroup, leaseId}.
 -- p_tx:   transaction mode: 'failed' goes straight to the DLQ and a nack keeps the batch's
@@ -746,8 +670,7 @@ BEGIN
           INTO v_acks
           FROM jsonb_array_elements(v_acks) WITH ORDINALITY AS o(e, n);
     END IF;
-    -- the common shape in one pass (_ack_fast), anything else item by item
-    RETURN coalesce(queen._ack_fast(v_acks), queen._ack_items(v_acks, false), '[]'::jsonb);
+    RETURN coalesce(queen._ack_items(v_acks, false), '[]'::jsonb);
 END;
 $$;
 
