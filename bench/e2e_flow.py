@@ -69,13 +69,22 @@ def latency_stats(acked: dict[str, float], received: dict[str, float]) -> dict[s
 
 
 class Producer:
-    """Sends `requests` ((transactionId, raw request) pairs) at `rate` per second."""
+    """Sends `requests` ((transactionId, raw request) pairs) at `rate` per second.
+
+    `max_connections` 1 makes a closed-loop producer on one keep-alive connection: it sends
+    on schedule while the server keeps up, back to back when it does not."""
 
     def __init__(
-        self, endpoint: Endpoint, requests: list[tuple[str, bytes]], rate: float, books: Books
+        self,
+        endpoint: Endpoint,
+        requests: Sequence[tuple[str, bytes]],
+        rate: float,
+        books: Books,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.endpoint = endpoint
         self.requests = requests
+        self.max_connections = max_connections
         self.interval = 1.0 / rate
         self.books = books
         self.next = 0
@@ -86,7 +95,7 @@ class Producer:
     async def run(self, start: float) -> None:
         self.start = start
         self.cutoff = start + len(self.requests) * self.interval + OVERRUN_S
-        for _ in range(START_CONNECTIONS):
+        for _ in range(min(START_CONNECTIONS, self.max_connections)):
             self._add()
         try:
             while self.tasks:  # a connection added while waiting joins the wait
@@ -115,7 +124,7 @@ class Producer:
                 await asyncio.sleep(ahead)
             elif now() > self.cutoff:
                 return  # the server cannot keep up: the rest of the window is not sent
-            elif -ahead > LAG_S and len(self.conns) < MAX_CONNECTIONS:
+            elif -ahead > LAG_S and len(self.conns) < self.max_connections:
                 self._add()
             txid, raw = self.requests[k]
             books.lags.append(max(0.0, now() - slot))

@@ -6,13 +6,14 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "p", "r", "s", "t", "u",
-    "w",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "r", "s", "t",
+    "u", "w", "x", "y",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
 # (p) (pop autopilot) about eight minutes a run; (s) needs the official client (the
-# streaming SDK, a test extra); (w) retry lateness.
+# streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
+# partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run.
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 
 
@@ -92,6 +93,23 @@ class Sizes:
     trickle_settle_s: float = 15.0  # (p) trickle: the consumers' time to catch up after it
     trickle_partitions: int = 20  # (p) trickle: push k goes to partition k mod n
     trickle_producers: int = 5  # (p) trickle: producers, each on its own clock
+    scaling_partitions: tuple[int, ...] = (10, 1000, 5000, 50_000)  # (n): queue sizes
+    scaling_cycles: int = 300  # (n): timed pop + ack cycles per size and mode
+    scaling_max_s: float = 90.0  # (n): a size's cycles stop after this long (>= 20 cycles)
+    scaling_modes: tuple[str, ...] = ("queue", "group", "namespace")  # (n): ways of popping
+    scaling_fill_batch: int = 1000  # (n): partitions (1 message each) per fill request
+    scaling_analyze: bool = False  # (n): ANALYZE the queue tables after each fill
+    mixed_rates: tuple[float, ...] = (600.0, 800.0, 1000.0, 1200.0, 1400.0)  # (x): msg/s asked
+    mixed_step_s: float = 25.0  # (x): production time per rate
+    mixed_producers: int = 8  # (x): one keep-alive connection each, producer i -> partition i
+    mixed_consumers: int = 8  # (x): long-polling consumers
+    mixed_batch: int = 10  # (x): the consumers' pop batch
+    mixed_p99_limit_ms: float = 50.0  # (x): the headline's latency bound
+    mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
+    mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
+    mixed_long_rate: float = 800.0  # (y): msg/s asked
+    mixed_long_s: float = 600.0  # (y): production time
+    mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
 
 
 FULL = Sizes()
@@ -125,6 +143,14 @@ QUICK = Sizes(
     autopilot_drain_limit_s=8.0,
     trickle_duration_s=5.0,
     trickle_settle_s=5.0,
+    scaling_partitions=(10, 1000),
+    scaling_cycles=50,
+    scaling_max_s=20.0,
+    mixed_rates=(300.0, 600.0),
+    mixed_step_s=5.0,
+    mixed_long_rate=300.0,
+    mixed_long_s=30.0,
+    mixed_long_edge_s=10.0,
 )
 
 
@@ -174,6 +200,28 @@ def _names(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(s.strip() for s in text.split(",") if s.strip()))
 
 
+def _sizes(text: str) -> tuple[int, ...]:
+    values = tuple(sorted({int(x) for x in text.split(",") if x.strip()}))
+    if not values or values[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected a comma list of counts >= 1, got {text!r}")
+    return values
+
+
+def _rates(text: str) -> tuple[float, ...]:
+    values = tuple(float(x) for x in text.split(",") if x.strip())
+    if not values or min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a comma list of rates > 0, got {text!r}")
+    return values
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    known = Sizes().scaling_modes
+    picked = _names(text)
+    if not picked or any(m not in known for m in picked):
+        raise argparse.ArgumentTypeError(f"pick from {','.join(known)}, got {text!r}")
+    return picked
+
+
 def _env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key or not key.replace("_", "").isalnum():
@@ -219,11 +267,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,p,r,s,t,u,w (default: all but i, which"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,r,s,t,u,w,x,y (default: all but i, which"
         " starts a second server, j, which fills the database with a week of analytics, the"
         " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's comparison,"
-        " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, and w,"
-        " retry redelivery lateness)",
+        " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, w,"
+        " retry redelivery lateness, n, partitions scaling, x, mixed load, and y, mixed load"
+        " for 10 minutes with the server's memory)",
     )
     p.add_argument(
         "--ceilings",
@@ -264,6 +313,39 @@ def build_parser() -> argparse.ArgumentParser:
         help="(p): only these phases (backlog, trickle) and/or configurations (autopilot,"
         " defaults, b100_p1, b1000_p1, b100_p10, b1000_p10), comma list (default: all)",
     )
+    p.add_argument(
+        "--scaling-partitions",
+        type=_sizes,
+        help="(n): partition counts, comma list (10,1000,5000,50000; quick 10,1000)",
+    )
+    p.add_argument(
+        "--scaling-cycles", type=_positive_int, help="(n): timed cycles per size (300, quick 50)"
+    )
+    p.add_argument(
+        "--scaling-modes", type=_modes, help="(n): comma list of queue,group,namespace (all)"
+    )
+    p.add_argument(
+        "--scaling-analyze",
+        action="store_true",
+        default=None,
+        help="(n): ANALYZE the queue tables after each fill (fresh plans; needs the database)",
+    )
+    p.add_argument(
+        "--mixed-rates",
+        type=_rates,
+        help="(x): msg/s asked of the producers, comma list (600,800,1000,1200,1400)",
+    )
+    p.add_argument("--mixed-step", type=_positive_float, help="(x): seconds per rate (25)")
+    p.add_argument(
+        "--mixed-other-url",
+        help="(x): run each step against this server too, right after (e.g. the original"
+        " Queen), so both are measured in one run",
+    )
+    p.add_argument(
+        "--mixed-other-database-url", help="(x): the other server's database (its CPU figures)"
+    )
+    p.add_argument("--mixed-long-rate", type=_positive_float, help="(y): msg/s asked (800)")
+    p.add_argument("--mixed-long-duration", type=_positive_float, help="(y): seconds of load (600)")
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -329,6 +411,16 @@ def parse_args(argv: list[str]) -> Options:
         ("backlog_messages", "autopilot_messages"),
         ("trickle_duration", "trickle_duration_s"),
         ("autopilot_only", "autopilot_only"),
+        ("scaling_partitions", "scaling_partitions"),
+        ("scaling_cycles", "scaling_cycles"),
+        ("scaling_modes", "scaling_modes"),
+        ("scaling_analyze", "scaling_analyze"),
+        ("mixed_rates", "mixed_rates"),
+        ("mixed_step", "mixed_step_s"),
+        ("mixed_other_url", "mixed_other_url"),
+        ("mixed_other_database_url", "mixed_other_database_url"),
+        ("mixed_long_rate", "mixed_long_rate"),
+        ("mixed_long_duration", "mixed_long_s"),
     ):
         value = getattr(ns, flag)
         if value is not None:

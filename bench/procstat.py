@@ -95,6 +95,19 @@ def tree_rss_kb(root: int, table: dict[int, ProcStat] | None = None) -> int:
     return sum(rss_kb(p) for p in tree(root, table or process_table()))
 
 
+def pss_kb(pid: int) -> int:
+    """Proportional set size: shared pages split between the processes sharing them."""
+    try:
+        return parse_status_kb((PROC / str(pid) / "smaps_rollup").read_text(), "Pss") or 0
+    except OSError:
+        return 0
+
+
+def tree_pss_kb(root: int, table: dict[int, ProcStat] | None = None) -> int:
+    """PSS summed over a process tree (a server's total memory, shared pages counted once)."""
+    return sum(pss_kb(p) for p in tree(root, table or process_table()))
+
+
 def parse_machine_ticks(text: str) -> tuple[int, int]:
     """(busy, total) jiffies of all CPUs from /proc/stat; idle and iowait are not busy."""
     for line in text.splitlines():

@@ -3,7 +3,8 @@
 key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (issue 24),
 (r) reads by offset (docs/reads.md), (s) the official client's streaming SDK
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
-(docs/ephemeral.md) and (w) retry redelivery lateness (docs/architecture.md, "Due times")."""
+(docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
+issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from bench import (
     ephemeral,
     kv,
     longpoll,
+    mixed,
+    mixed_long,
+    partitions,
     push,
     reads,
     sdk,
@@ -66,6 +70,14 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario("t", "timer fire lateness", timers.timer_figures, timers.fire_lateness),
         Scenario("r", "offset fetch of 1,000 partitions", reads.fetch_figures, reads.offset_fetch),
+        Scenario(
+            "n",
+            "partitions scaling, 1 message per partition",
+            partitions.scaling_figures,
+            partitions.partitions_scaling,
+        ),
+        Scenario("x", "mixed load", mixed.mixed_figures, mixed.mixed_load),
+        Scenario("y", "mixed load, long run", mixed_long.long_figures, mixed_long.mixed_long),
         Scenario(
             "u",
             "ephemeral against durable push/pop",

@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 
@@ -227,17 +227,28 @@ def attach(options: Options) -> Target:
     """A server someone else runs: find its processes by the ports they listen on."""
     assert options.url is not None
     wait_healthy(options.url, 10)
-    parts = urlsplit(options.url)
-    server_pid = options.server_pid
+    dsn = options.database_url or os.environ.get("DATABASE_URL") or None
+    return attach_url(options.url, dsn, options.server_pid, options.pg_pid)
+
+
+def dsn_port(dsn: str) -> int:
+    """The TCP port of a postgresql:// URL, also when given as `?port=` (socket URLs)."""
+    parts = urlsplit(dsn)
+    port = parse_qs(parts.query).get("port", [None])[0]
+    return parts.port or int(port or 5432)
+
+
+def attach_url(
+    url: str, dsn: str | None, server_pid: int | None = None, pg_pid: int | None = None
+) -> Target:
+    """The server at `url` (already answering), its processes found by their ports."""
+    parts = urlsplit(url)
     if server_pid is None and parts.hostname in ("127.0.0.1", "localhost", "::1"):
         server_pid = procstat.tree_root(procstat.pids_listening(parts.port or 80))
-    dsn = options.database_url or os.environ.get("DATABASE_URL") or None
-    pg_pid = options.pg_pid
     if pg_pid is None and dsn:
-        pg_port = urlsplit(dsn).port or 5432
-        pg_pid = procstat.tree_root(procstat.pids_listening(pg_port))
+        pg_pid = procstat.tree_root(procstat.pids_listening(dsn_port(dsn)))
     return Target(
-        url=options.url,
+        url=url,
         server_pid=server_pid,
         pg_pid=pg_pid,
         dsn=dsn,

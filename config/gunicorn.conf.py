@@ -6,6 +6,7 @@ Run: gunicorn -c config/gunicorn.conf.py queen_threads.wsgi:app
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -21,7 +22,9 @@ build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
 
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.num_workers
-worker_class = "gevent"
+# gunicorn's gevent worker, with deadlines on request heads for slow and silent clients
+# (queen_threads/http/worker.py, QUEEN_REQUEST_HEAD_TIMEOUT, QUEEN_IDLE_CONNECTION_TIMEOUT).
+worker_class = "queen_threads.http.worker.QueenGeventWorker"
 # One listening socket per worker (SO_REUSEPORT, gunicorn >= 22 creates them in each worker):
 # the kernel hashes new connections over the workers. With one shared socket the first
 # worker to wake accepts a whole burst of connections, and keep-alive clients stay there.
@@ -29,7 +32,9 @@ reuse_port = _settings.reuse_port
 worker_connections = _settings.worker_connections
 graceful_timeout = _settings.graceful_timeout
 timeout = 60
-keepalive = 75
+# Keep-alive on (0 would make gunicorn read heads without any deadline); the worker bounds
+# the wait between requests itself. gunicorn also closes an idle HTTP/2 connection after it.
+keepalive = max(1, math.ceil(_settings.idle_connection_timeout_s))
 preload_app = False  # the app must load after gevent patching, in each worker
 loglevel = "warning" if _settings.log_level == "error" else "info"
 accesslog = None  # queen-threads writes its own structured access line per request

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 
 from queen_threads.errors import ConfigError
 from queen_threads.settings.parsers import (
+    Parser,
     boolean,
     choice,
     cpu_count,
     env,
     integer,
+    number,
     readable_file,
     text,
 )
@@ -28,6 +30,19 @@ def webapp_folder(raw: str) -> str:
     if not has_index or not os.path.isdir(os.path.join(path, "assets")):
         raise ValueError(f"{path!r} is not a dashboard folder (index.html and assets/)")
     return os.path.abspath(path)
+
+
+def seconds(minimum: float, maximum: float) -> Parser:
+    """A duration in seconds, fractions allowed, within [minimum, maximum] (so never NaN)."""
+    parse_number = number(minimum)
+
+    def parse(raw: str) -> float:
+        value: float = parse_number(raw)
+        if not value <= maximum:
+            raise ValueError(f"must be <= {maximum:g}, got {raw.strip()!r}")
+        return value
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,20 @@ class HttpSettings:
     )
     graceful_timeout: int = env(
         "GRACEFUL_TIMEOUT", 30, integer(1), "Seconds a worker may take to finish on SIGTERM."
+    )
+    request_head_timeout_s: float = env(
+        "QUEEN_REQUEST_HEAD_TIMEOUT",
+        10.0,
+        seconds(0.1, 3600),
+        "Seconds a connection has to send a complete request head (from connecting, or from "
+        "the first byte of a keep-alive connection's next request); then it is closed.",
+    )
+    idle_connection_timeout_s: float = env(
+        "QUEEN_IDLE_CONNECTION_TIMEOUT",
+        75.0,
+        seconds(0.1, 86400),
+        "Seconds a keep-alive connection may stay silent between requests before it is "
+        "closed (keep it above the idle timeout of a proxy in front).",
     )
     max_body_size: int = env(
         "MAX_BODY_SIZE",

@@ -1,17 +1,18 @@
 """The dashboard on a server with JWT_ENABLED (HS256): the page loads without a token, asks
 for one when the API answers 401, keeps it for the tab only, and shows a 403 as "your role
 cannot do this"; maintenance mode is switched by an admin and refused to a read-only
-token."""
+token; signed in, the navigation bar still shows every tab whole on one row at 1280 px."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import Console, browser_page
+from tests.support.browser import Console, browser_page, shown_whole
 from tests.support.queue_http import QueueHttp
 from tests.support.server import ServerProcess
 from tests.support.tokens import SECRET, hs256
@@ -102,3 +103,20 @@ def test_a_read_only_token_is_refused_maintenance_mode(
         expect(page.locator(".toast.error")).to_contain_text("Your role cannot do this")
         expect(page.locator("#process")).to_contain_text("Worker process")  # the rest works
     assert admin.get("/system/maintenance")["maintenanceMode"] is False
+
+
+def test_signed_in_the_navigation_stays_one_row_at_1280(
+    chromium: Browser, srv: ServerProcess
+) -> None:
+    """The "Sign out" button takes the room of the refresh time (kept in the tooltip)."""
+    with signed_in(chromium, srv, hs256("viewer", "read-only"), Console()) as page:
+        page.goto("/queues")
+        expect(page.locator("#tools").get_by_role("button", name="Sign out")).to_be_visible()
+        tabs = page.locator("#nav a")
+        expect(tabs).to_have_count(10)
+        for i in range(10):
+            assert shown_whole(tabs.nth(i)) is None, shown_whole(tabs.nth(i))
+        boxes = [tabs.nth(i).bounding_box() for i in range(10)]
+        tops = {round(box["y"]) for box in boxes if box is not None}
+        assert len(tops) == 1, f"the tabs take {len(tops)} rows"
+        expect(page.locator("#tools .live")).to_have_attribute("title", re.compile("Refreshed at"))

@@ -1,6 +1,7 @@
 """Every page of the dashboard, reached from the navigation bar and reloaded from its URL,
-without a console error; empty states that say what to do; readable on a phone; and a
-screenshot of each page (light at 1280x800, one phone-width, one dark).
+without a console error; every tab of the bar whole and clickable at 1280 px, on a tablet
+and on a phone; empty states that say what to do; readable on a phone; and a screenshot of
+each page (light at 1280x800, one phone-width, one dark).
 
 The screenshots go to a temporary folder, or to QUEEN_SCREENSHOTS_DIR (`scripts/screenshots`
 sets it to docs/images). The tests run in file order: the first sees an empty server.
@@ -17,7 +18,7 @@ import orjson
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.browser import PHONE, Console, browser_page
+from tests.support.browser import DESKTOP, PHONE, Console, browser_page, shown_whole
 from tests.support.queue_http import QueueHttp
 from tests.support.server import ServerProcess
 
@@ -149,6 +150,46 @@ def test_every_page_from_the_nav_bar_and_from_its_url(
             wait_for_data(page, heading, ready)
         page.go_back()  # history works between pages
         expect(page.locator("h1")).to_have_text("Traces")
+
+
+TABLET = {"width": 1024, "height": 768}
+
+
+@pytest.mark.parametrize(
+    "viewport", [DESKTOP, TABLET, PHONE], ids=["1280x800", "1024x768", "390x844"]
+)
+def test_every_tab_of_the_navigation_is_shown_whole_and_clickable(
+    chromium: Browser, srv: ServerProcess, seeded: None, tmp_path: Path, viewport: dict[str, int]
+) -> None:
+    """At 1280 px, on a tablet and on a phone each page's tab is shown whole (no tab cut
+    off at the edge, as "System" once was at 1280 px), or behind a visible menu button
+    that shows it whole; a click where it is drawn (no scrolling first) opens the page."""
+    size = f"{viewport['width']}x{viewport['height']}"
+    with browser_page(chromium, srv.url, Console(), viewport=viewport) as page:
+        page.goto("/")
+        wait_for_data(page, "Overview", "#backlog tbody tr")
+        page.screenshot(path=tmp_path / f"nav-{size}.png")
+        toggle = page.locator("#nav-toggle")
+        for path, heading, ready in PAGES:
+            link = page.locator("#nav").get_by_role("link", name=heading, exact=True)
+            behind_menu = not link.is_visible()
+            if behind_menu:  # then a visible button opens the menu
+                expect(toggle).to_be_visible()
+                expect(toggle).to_have_attribute("aria-expanded", "false")
+                toggle.click()
+                expect(toggle).to_have_attribute("aria-expanded", "true")
+                page.screenshot(path=tmp_path / f"nav-{size}-open.png")
+            problem = shown_whole(link)
+            assert problem is None, f"at {size} the tab {heading!r} is {problem}"
+            box = link.bounding_box()
+            assert box is not None
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(page).to_have_url(f"{srv.url}{path}")
+            wait_for_data(page, heading, ready)
+            expect(page.locator('#nav a[aria-current="page"]')).to_have_text(heading)
+            if behind_menu:  # the menu closes once a page is picked
+                expect(toggle).to_have_attribute("aria-expanded", "false")
+                expect(link).to_be_hidden()
 
 
 def test_a_picture_of_each_page(

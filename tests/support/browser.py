@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from playwright.sync_api import Browser, ConsoleMessage, Page, Playwright, expect
+from playwright.sync_api import Browser, ConsoleMessage, Locator, Page, Playwright, expect
 
 CHROMIUM = "/usr/bin/chromium"
 INSTALL = "DEBIAN_FRONTEND=noninteractive apt-get install -y chromium"
@@ -72,3 +72,26 @@ def browser_page(browser: Browser, base_url: str, console: Console,
     finally:
         context.close()
     console.assert_clean()
+
+
+def shown_whole(link: Locator) -> str | None:
+    """Why `link` is not shown whole where a person could click it (None when it is): its
+    box must lie inside the viewport and inside every ancestor that clips its overflow,
+    and its centre must hit the link itself (nothing drawn over it)."""
+    return link.evaluate(
+        """(a) => {
+          const box = a.getBoundingClientRect();
+          if (box.width === 0 || box.height === 0) return "not displayed";
+          const inside = (r) => box.left >= r.left - 0.5 && box.right <= r.right + 0.5
+            && box.top >= r.top - 0.5 && box.bottom <= r.bottom + 0.5;
+          if (!inside({left: 0, top: 0, right: innerWidth, bottom: innerHeight}))
+            return `outside the ${innerWidth}x${innerHeight} viewport (${box.left}..${box.right})`;
+          for (let el = a.parentElement; el && el !== document.body; el = el.parentElement) {
+            if (getComputedStyle(el).overflowX !== "visible" && !inside(el.getBoundingClientRect()))
+              return `cut off by its container (${box.left}..${box.right} in ` +
+                `${el.getBoundingClientRect().left}..${el.getBoundingClientRect().right})`;
+          }
+          const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+          return hit && a.contains(hit) ? null : "covered by another element";
+        }"""
+    )

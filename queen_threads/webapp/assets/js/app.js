@@ -11,6 +11,8 @@ const REFRESH_MS = 3000;
 const main = document.getElementById("main");
 const nav = document.getElementById("nav");
 const tools = document.getElementById("tools");
+const navToggle = document.getElementById("nav-toggle");
+const topbar = document.querySelector(".topbar");
 let current = { refresh: null, cleanups: [] };
 let inFlight = null;
 let queued = null;
@@ -22,7 +24,7 @@ function banner(message) {
   let el = document.getElementById("banner");
   if (!el) {
     el = h("div.banner#banner", { role: "alert" });
-    document.querySelector(".topbar").after(el);
+    topbar.after(el);
   }
   el.textContent = message;
 }
@@ -33,14 +35,19 @@ window.addEventListener("unhandledrejection", (e) => {
 });
 
 // ---- live refresh, paused while the tab is hidden -----------------------------------------
-const liveText = h("span.text", "Live");
+// "Live · <time of the last refresh>"; the time also in the tooltip, for a bar that hides it
+const liveWord = document.createTextNode("Live");
+const liveTime = h("span.time");
 const live = h("button.live.icon", { type: "button", title: "Pause or resume the live refresh" },
-  h("span.dot"), liveText);
+  h("span.dot"), h("span.text", liveWord, liveTime));
 live.addEventListener("click", () => {
   paused = !paused;
   live.classList.toggle("paused", paused);
   if (!paused) schedule(0);
-  else liveText.textContent = "Paused";
+  else {
+    liveWord.textContent = "Paused";
+    liveTime.textContent = "";
+  }
 });
 
 /** Refresh the page; asked for while a refresh runs, it runs once more after that one. */
@@ -55,7 +62,12 @@ function refresh() {
     .then(() => run())
     .then(() => {
       live.classList.remove("failing");
-      if (!paused) liveText.textContent = `Live · ${new Date().toLocaleTimeString()}`;
+      if (!paused) {
+        const time = new Date().toLocaleTimeString();
+        liveWord.textContent = "Live";
+        liveTime.textContent = ` · ${time}`;
+        live.title = `Refreshed at ${time}: pause or resume the live refresh`;
+      }
     })
     .catch((err) => {
       live.classList.add("failing");
@@ -80,6 +92,16 @@ document.addEventListener("visibilitychange", () => {
 window.addEventListener("queen:refresh", () => refresh());
 
 // ---- pages ---------------------------------------------------------------------------------
+// Where the bar is too narrow for every tab (app.css) they sit behind the "Pages" button;
+// picking a page, Escape or a click elsewhere closes them.
+function showMenu(open) {
+  topbar.classList.toggle("nav-open", open);
+  navToggle.setAttribute("aria-expanded", String(open));
+}
+navToggle.addEventListener("click", () => showMenu(navToggle.getAttribute("aria-expanded") !== "true"));
+document.addEventListener("keydown", (e) => { if (e.key === "Escape") showMenu(false); });
+document.addEventListener("click", (e) => { if (!topbar.contains(e.target)) showMenu(false); });
+
 function drawNav(path) {
   fill(nav, PAGES.map((p) => h("a", {
     href: p.path, "aria-current": p.path === path ? "page" : undefined,
@@ -89,6 +111,7 @@ function drawNav(path) {
 async function show(path) {
   for (const fn of current.cleanups) fn();
   current = { refresh: null, cleanups: [] };
+  showMenu(false);
   drawNav(path);
   const page = pageFor(path);
   const container = h("div.page");
@@ -121,7 +144,7 @@ async function show(path) {
 function drawTools() {
   const signedIn = Boolean(token());
   fill(tools, live, themeButton(), signedIn
-    ? h("button.icon", { type: "button", title: "Forget the token of this tab", onclick: () => {
+    ? h("button.icon.sign-out", { type: "button", title: "Forget the token of this tab", onclick: () => {
       clearToken();
       show(location.pathname);
     } }, "Sign out")
