@@ -1,6 +1,9 @@
--- ACK. queen._ack_items is the shared implementation (plain acks and transaction acks);
--- queen.ack_messages_v2 is the entry point the server calls; queen.retry_delay_ms is the
--- retry schedule a failed ack applies (docs/retries.md).
+-- ACK. queen._ack_items is the shared implementation (plain acks and transaction acks),
+-- in named steps: _ack_rows (resolve the items), _ack_implicit (an ack outside the
+-- delivered batch), _ack_nack (with _ack_dead_letter and _ack_schedule_retry),
+-- _ack_batch_done, _ack_flush (store a row, _pc_store); queen.ack_messages_v2 is the entry
+-- point the server calls; queen.retry_delay_ms is the retry schedule a failed ack applies
+-- (docs/retries.md).
 
 -- How long (ms) a message waits after its p_attempt-th failed attempt (1 = its first
 -- delivery failed) before it may be delivered again. Pure, so that the schedule can be
