@@ -44,7 +44,7 @@ class Selection:
         return all(getattr(self, f) is None for f in self.__dataclass_fields__)
 
     def as_json(self) -> dict[str, Any]:
-        """The selection keys of the stored functions (85_dlq_requeue.sql)."""
+        """The selection keys of the stored functions (85_dlq.sql)."""
         return {
             "queue": self.queue,
             "partition": self.partition,
