@@ -1,6 +1,8 @@
 -- PUSH. queen._push_items is the shared implementation (also used by transactions);
--- queen.push_messages_v3 is the entry point the server calls (compact answer), and
--- queen.push_messages_v2 the same push answering objects; both run queen._push_retrying.
+-- queen.push_messages_v4 is the entry point the server calls (compact answer, wake-ups
+-- left to the server), queen.push_messages_v3 the compact answer with the wake-ups sent
+-- here, and queen.push_messages_v2 the same push answering objects; all run
+-- queen._push_retrying.
 --
 -- Input: array of {queue, partition (default "Default"), payload (any JSON; missing = null),
 --        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?}
