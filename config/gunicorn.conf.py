@@ -2,20 +2,33 @@
 
 Run: gunicorn -c config/gunicorn.conf.py queen_threads.wsgi:app
 (`queen-threads serve` does this for you, and starts an embedded PostgreSQL if needed.)
+
+Memory: gevent patches the standard library here, first, in the master; `on_starting`
+then imports the application's modules in the master and `pre_fork` freezes them
+(gc.freeze), so the workers share those pages with the master (copy-on-write) instead of
+each importing its own copy. The app itself (queen_threads.wsgi: runtime, pool, services)
+is still built in each worker, after psycopg2 is made cooperative (`post_fork`).
 """
 
 from __future__ import annotations
 
-import math
-import os
-import shutil
-import sys
-import tempfile
-from pathlib import Path
-from typing import Any
+# Before any other import: what the master imports binds the cooperative socket, ssl,
+# threading and time, exactly as it would after the worker's own patch_all.
+from gevent import monkey
 
-from queen_threads.auth import build_verifier
-from queen_threads.settings import load_settings
+monkey.patch_all()
+
+import gc  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from queen_threads.auth import build_verifier  # noqa: E402
+from queen_threads.settings import load_settings  # noqa: E402
 
 _settings = load_settings()  # a malformed variable stops the master with one clear line
 build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
@@ -35,7 +48,7 @@ timeout = 60
 # Keep-alive on (0 would make gunicorn read heads without any deadline); the worker bounds
 # the wait between requests itself. gunicorn also closes an idle HTTP/2 connection after it.
 keepalive = max(1, math.ceil(_settings.idle_connection_timeout_s))
-preload_app = False  # the app must load after gevent patching, in each worker
+preload_app = False  # the app (runtime, pool, services) is built in each worker
 loglevel = "warning" if _settings.log_level == "error" else "info"
 accesslog = None  # queen-threads writes its own structured access line per request
 proc_name = "queen-threads"
@@ -62,6 +75,28 @@ def on_starting(server: Any) -> None:
     else:
         folder = tempfile.mkdtemp(prefix=_PROMETHEUS_TMP_PREFIX)
     os.environ[_PROMETHEUS_ENV] = folder
+    import_shared_modules()
+
+
+def import_shared_modules() -> None:
+    """Import in the master what every worker imports, so that the workers share it.
+    After PROMETHEUS_MULTIPROC_DIR is set: prometheus-client picks its multiprocess mode
+    when it is first imported."""
+    import mimetypes
+
+    import queen_threads.app
+    import queen_threads.runtime  # noqa: F401
+
+    mimetypes.init()  # falcon's App() reads the system's table (~0.3 MB): read it once, here
+
+    if _settings.encryption_key:  # the workers' PayloadCipher (cryptography otherwise not loaded)
+        import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
+
+
+def pre_fork(server: Any, worker: Any) -> None:
+    """Move everything the master holds into the collector's permanent generation: a
+    collection in a worker then never writes to (and so never copies) those pages."""
+    gc.freeze()
 
 
 def child_exit(server: Any, worker: Any) -> None:

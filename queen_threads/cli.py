@@ -1,4 +1,11 @@
-"""`queen-threads serve | migrate`: the console entry point."""
+"""`queen-threads serve | migrate`: the console entry point.
+
+`serve` leaves no launcher behind when it has nothing to supervise: with a configured
+database it migrates and then becomes the gunicorn master (exec). With the embedded
+PostgreSQL it stays, to start the database again until it runs and to stop it at the end,
+and stays small: a forked child migrates and execs gunicorn, so this process never imports
+the database driver or the application (docs/operations.md, "Memory at rest").
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,13 @@ import argparse
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from types import FrameType
+from typing import NoReturn
 
-from queen_threads import logs, migrate
+from queen_threads import logs
 from queen_threads.auth import build_verifier
 from queen_threads.embedded import EmbeddedPostgres, EmbeddedStartError
 from queen_threads.errors import ConfigError, MigrationDeferred, MigrationError
@@ -70,6 +78,8 @@ def migrate_before_serving(dsn: str, connect_timeout_s: int) -> None:
     (`dsn`: the direct one; migrations hold a session advisory lock).
     An unreachable one does not hold the server back: every worker keeps trying in the
     background (runtime.py); pushes are buffered and pops answer 503 meanwhile."""
+    from queen_threads import migrate  # psycopg2: only in the process that migrates
+
     try:
         applied = migrate.migrate(dsn, connect_timeout_s)
     except MigrationDeferred as exc:
@@ -79,6 +89,8 @@ def migrate_before_serving(dsn: str, connect_timeout_s: int) -> None:
 
 
 def cmd_migrate(settings: Settings) -> int:
+    from queen_threads import migrate
+
     dsn, embedded = resolve_database(settings)
     try:
         applied = migrate.migrate(settings.direct_dsn(dsn))
@@ -89,43 +101,75 @@ def cmd_migrate(settings: Settings) -> int:
     return 0
 
 
+def gunicorn_command() -> list[str]:
+    return [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG), "queen_threads.wsgi:app"]
+
+
+def announce(settings: Settings, embedded: EmbeddedPostgres | None) -> None:
+    print(
+        f"queen-threads listening on http://{settings.host}:{settings.port} "
+        f"({settings.num_workers} workers, database: "
+        f"{'embedded ' + str(embedded.pgdata) if embedded else 'configured'})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def cmd_serve(settings: Settings) -> int:
+    if settings.uses_embedded_database:
+        return supervise_embedded(settings)
+    dsn = settings.dsn()
+    become_gunicorn(settings, dsn, None, dict(os.environ, DATABASE_URL=dsn))
+
+
+def become_gunicorn(
+    settings: Settings, dsn: str, embedded: EmbeddedPostgres | None, env: dict[str, str]
+) -> NoReturn:
+    """Migrate once, then replace this process with the gunicorn master."""
+    migrate_before_serving(
+        settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
+    )
+    announce(settings, embedded)
+    cmd = gunicorn_command()
+    os.execve(cmd[0], cmd, env)
+
+
+def supervise_embedded(settings: Settings) -> int:
     stopping = threading.Event()
     dsn, embedded = database_to_serve(settings, stopping)
     try:
-        migrate_before_serving(
-            settings.direct_dsn(dsn), max(1, settings.db_connection_timeout_ms // 1000)
-        )
         env = dict(os.environ, DATABASE_URL=dsn)
         if embedded is not None and embedded.socket_folder:
             env["DATABASE_SOCKET_DIR"] = embedded.socket_folder
-        cmd = [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            str(GUNICORN_CONFIG),
-            "queen_threads.wsgi:app",
-        ]
-        proc = subprocess.Popen(cmd, env=env)
+        pid = os.fork()
+        if pid == 0:
+            run_child(lambda: become_gunicorn(settings, dsn, embedded, env))
 
         def forward(signum: int, frame: FrameType | None) -> None:
-            proc.send_signal(signal.SIGTERM if signum == signal.SIGINT else signum)
+            os.kill(pid, signal.SIGTERM if signum == signal.SIGINT else signum)
 
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, forward)
-        print(
-            f"queen-threads listening on http://{settings.host}:{settings.port} "
-            f"({settings.num_workers} workers, database: "
-            f"{'embedded ' + str(embedded.pgdata) if embedded else 'configured'})",
-            file=sys.stderr,
-            flush=True,
-        )
-        return proc.wait()
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     finally:
         stopping.set()
         if embedded is not None and embedded.started_here:
             embedded.stop()
+
+
+def run_child(become: Callable[[], NoReturn]) -> NoReturn:
+    """A forked child never returns into its parent's code (which would stop the database
+    on its way out): it execs, or exits with serve's own codes."""
+    code = 1
+    try:
+        become()
+    except (ConfigError, MigrationError) as exc:
+        print(f"queen-threads: {exc}", file=sys.stderr, flush=True)
+        code = 2
+    except BaseException:
+        log.exception("serve: could not start gunicorn")
+    finally:
+        os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

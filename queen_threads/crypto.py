@@ -18,8 +18,6 @@ import os
 from typing import Any
 
 import orjson
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from queen_threads.errors import DecryptionError
 
@@ -36,7 +34,12 @@ class PayloadCipher:
     """Encrypts and decrypts message payloads with one 32-byte key."""
 
     def __init__(self, hex_key: str) -> None:
+        # cryptography loads only on a server with a key (a few MB per process otherwise)
+        from cryptography.exceptions import InvalidTag
+        from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
         self._aead = AESGCM(bytes.fromhex(hex_key))
+        self._invalid_tag = InvalidTag
 
     def encrypt(self, payload: Any) -> dict[str, str]:
         iv = os.urandom(IV_BYTES)
@@ -62,7 +65,7 @@ class PayloadCipher:
             raise DecryptionError("malformed encrypted envelope") from exc
         try:
             plain = self._aead.decrypt(iv, sealed, None)
-        except InvalidTag as exc:
+        except self._invalid_tag as exc:
             raise DecryptionError("wrong key or damaged ciphertext") from exc
         except (ValueError, TypeError) as exc:  # e.g. an empty IV
             raise DecryptionError("malformed encrypted envelope") from exc

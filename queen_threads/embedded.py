@@ -17,6 +17,7 @@ started without a socket (by an earlier version), has no `socket_folder`.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import shutil
@@ -39,11 +40,12 @@ class EmbeddedStartError(ConfigError):
 
 
 def _bin(name: str) -> str:
-    with warnings.catch_warnings():  # platformdirs warns about XDG_RUNTIME_DIR on import
-        warnings.simplefilter("ignore")
-        from pgserver._commands import POSTGRES_BIN_PATH
-
-    return str(POSTGRES_BIN_PATH / name)
+    """A program of the `pgserver` wheel, found without importing the package (which
+    loads psutil, platformdirs and more into the process that stays resident)."""
+    spec = importlib.util.find_spec("pgserver")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the embedded PostgreSQL needs the `pgserver` package")
+    return str(Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / name)
 
 
 def free_port() -> int:

@@ -30,6 +30,19 @@ CREATE TABLE IF NOT EXISTS queen.schema_migrations (
     applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
 
+-- name: citus_installed
+-- Is this database a Citus node (queen_threads/migrate.py)?
+SELECT extversion FROM pg_extension WHERE extname = 'citus';
+
+-- name: create_citus_extension
+-- QUEEN_CITUS=1: the coordinator's extension (the workers need theirs already).
+CREATE EXTENSION IF NOT EXISTS citus;
+
+-- name: citus_allow_triggers
+-- Triggers on distributed tables fire on the shards (docs/scaling.md, "Citus"); Citus
+-- creates them only when asked to.
+SET citus.enable_unsafe_triggers = on;
+
 -- name: applied_migrations
 -- version -> checksum of what has been applied (migrations and function files).
 SELECT version, checksum FROM queen.schema_migrations;
@@ -390,11 +403,13 @@ SELECT coalesce(jsonb_agg(jsonb_build_object(
    AND gp.oldest_unconsumed_at <= now() - make_interval(secs => %(min_lag)s);
 
 -- name: admin_delete_consumer_group
--- Drop a group's cursors and leases on every queue, its conflation policy (a group that
+-- Drop a group's cursors and leases on every queue (and its registrations, migration 0019), its conflation policy (a group that
 -- comes back declares again), and its subscription metadata when %(delete_metadata)s;
 -- returns (cursor rows deleted, metadata rows deleted).
 WITH cur AS (
     DELETE FROM queen.partition_consumers WHERE consumer_group = %(group)s RETURNING 1
+), registered AS (
+    DELETE FROM queen.queue_consumer_groups WHERE consumer_group = %(group)s
 ), policies AS (
     DELETE FROM queen.conflation_groups WHERE consumer_group = %(group)s
 ), meta AS (
@@ -412,6 +427,10 @@ WITH cur AS (
      WHERE p.id = pc.partition_id AND q.id = p.queue_id
        AND q.name = %(queue)s AND pc.consumer_group = %(group)s
     RETURNING 1
+), registered AS (
+    DELETE FROM queen.queue_consumer_groups r
+     USING queen.queues q
+     WHERE q.id = r.queue_id AND q.name = %(queue)s AND r.consumer_group = %(group)s
 ), policies AS (
     DELETE FROM queen.conflation_groups
      WHERE consumer_group = %(group)s AND queue_name = %(queue)s

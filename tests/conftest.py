@@ -33,6 +33,7 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.embedded import EmbeddedPostgres
 from queen_threads.runtime import Runtime
 from queen_threads.settings import load_settings
+from tests.support import citus
 
 
 def _configured_admin_dsn() -> str | None:
@@ -234,3 +235,18 @@ def _serial_when_marked(
             fcntl.flock(room, fcntl.LOCK_UN)
             if alone:
                 fcntl.flock(turnstile, fcntl.LOCK_UN)
+
+
+# -- the Citus tier (tests/citus) ------------------------------------------------------------
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    """One line when the run covers tests/citus and the tier cannot run here (never a silent
+    skip). In the main process only: xdist workers report nothing of their own."""
+    reason = citus.unavailable()
+    if reason is None or hasattr(config, "workerinput"):
+        return
+    folder = Path(__file__).parent / "citus"
+    args = [Path(a.split("::")[0]).resolve() for a in config.args] or [Path.cwd()]
+    if any(folder == a or folder.is_relative_to(a) or a.is_relative_to(folder) for a in args):
+        terminalreporter.write_line(f"tests/citus: the Citus tier did not run: {reason}")

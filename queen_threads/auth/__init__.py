@@ -4,10 +4,15 @@ No HTTP here: the falcon middleware and the route table are in `http/auth.py` an
 `http/access.py`; the runtime builds one `Authenticator` per worker process.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from queen_threads.auth.authenticator import Authenticator, bearer_token
 from queen_threads.auth.config import build_verifier
+from queen_threads.auth.identity import Identity, InvalidToken
 from queen_threads.auth.roles import Role, role_of
-from queen_threads.auth.tokens import Identity, InvalidToken, TokenVerifier
+
+if TYPE_CHECKING:
+    from queen_threads.auth.tokens import TokenVerifier
 
 __all__ = [
     "Authenticator",
@@ -19,3 +24,13 @@ __all__ = [
     "build_verifier",
     "role_of",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """`TokenVerifier` on first use: it imports PyJWT and cryptography, which a server
+    without JWT_ENABLED never needs."""
+    if name == "TokenVerifier":
+        from queen_threads.auth.tokens import TokenVerifier
+
+        return TokenVerifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

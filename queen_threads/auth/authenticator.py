@@ -7,11 +7,14 @@ expired, forbidden, unavailable.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from queen_threads.auth.identity import Identity, InvalidToken
 from queen_threads.auth.roles import Role
-from queen_threads.auth.tokens import Identity, InvalidToken, TokenVerifier
 from queen_threads.errors import AuthenticationFailed, Unavailable
+
+if TYPE_CHECKING:
+    from queen_threads.auth.tokens import TokenVerifier
 
 FAILURE_KINDS = ("missing", "invalid", "expired", "forbidden", "unavailable")
 

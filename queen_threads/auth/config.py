@@ -6,11 +6,13 @@ JWT_ENABLED=true and no usable key does not start) and again in each worker.
 
 from __future__ import annotations
 
-from queen_threads.auth.jwks import JwksCache
-from queen_threads.auth.keys import FAMILIES, MIN_SECRET_BYTES, key_family, load_public_key
-from queen_threads.auth.tokens import TokenVerifier
+from typing import TYPE_CHECKING
+
 from queen_threads.errors import ConfigError
 from queen_threads.settings import Settings
+
+if TYPE_CHECKING:
+    from queen_threads.auth.tokens import TokenVerifier
 
 _SECRET_HINT = "generate one with `openssl rand -hex 32`"
 
@@ -19,6 +21,11 @@ def build_verifier(s: Settings) -> TokenVerifier | None:
     """None when JWT_ENABLED is false (every JWT_* key setting is then ignored)."""
     if not s.jwt_enabled:
         return None
+    # PyJWT and cryptography load only on a server that verifies tokens (~5 MB a process)
+    from queen_threads.auth.jwks import JwksCache
+    from queen_threads.auth.keys import FAMILIES, MIN_SECRET_BYTES, key_family, load_public_key
+    from queen_threads.auth.tokens import TokenVerifier
+
     algorithm = s.jwt_algorithm
     families = tuple(FAMILIES) if algorithm == "auto" else (algorithm,)
     asymmetric = [f for f in families if f != "HS256"]

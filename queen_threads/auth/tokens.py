@@ -9,35 +9,19 @@ is refused.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import jwt
 from jwt import exceptions as jwt_errors
 
 from queen_threads.auth.cache import VerifiedTokens
+from queen_threads.auth.identity import Identity, InvalidToken
 from queen_threads.auth.jwks import JwksCache, KeysUnavailable, UnknownKey
 from queen_threads.auth.keys import FAMILIES, family_of, key_family
-from queen_threads.auth.roles import Role, role_of
-from queen_threads.errors import AuthenticationFailed, Unavailable
+from queen_threads.auth.roles import role_of
+from queen_threads.errors import Unavailable
 
 KEYS_RETRY_AFTER_S = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Identity:
-    """Who a verified token speaks for: its `sub` and its highest role."""
-
-    sub: str | None
-    role: Role
-
-
-class InvalidToken(AuthenticationFailed):
-    """A token that does not verify; `kind` ("invalid", "expired") labels the metric."""
-
-    def __init__(self, message: str, kind: str = "invalid") -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 # PyJWT's exceptions, most specific first, and the reason a client reads.

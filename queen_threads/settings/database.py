@@ -49,6 +49,14 @@ class DatabaseSettings:
     pg_password: str = env("PG_PASSWORD", "postgres", text, "PostgreSQL password.")
     pg_db: str = env("PG_DB", "postgres", text, "PostgreSQL database name.")
     pg_use_ssl: bool = env("PG_USE_SSL", False, boolean, "sslmode=require when true.")
+    citus: bool = env(
+        "QUEEN_CITUS",
+        False,
+        boolean,
+        "The database is a Citus coordinator: migrate creates the extension there if missing "
+        "and places the schema on the cluster. Without it Citus is used when the database "
+        "already has the extension.",
+    )
     db_pool_size: int = env(
         "DB_POOL_SIZE",
         150,

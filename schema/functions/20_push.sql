@@ -31,6 +31,9 @@
 -- answers from its own rows: ids drawn in input order, one timestamp for the request, no
 -- RETURNING joined back (about 30% of a 1000-item push, docs/benchmarks.md). Anything it
 -- cannot answer (a duplicate makes its INSERT fail) goes through the general path.
+-- Steps: the request's (queue, partition) pairs (queen._push_pairs), missing queues and
+-- partitions and the partition locks (queen._push_prepare), then the fast path
+-- (queen._push_fast, NULL when it does not apply) or the general one (queen._push_general).
 DROP FUNCTION IF EXISTS queen._push_items(jsonb);
 DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean);
 CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb, p_probe boolean,
@@ -38,20 +41,30 @@ CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb, p_probe boolean,
 RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_ts      timestamptz;
-    v_result  json;
-    v_notify  jsonb;
-    v_pairs   jsonb;
-    v_fast    boolean := false;
-    v_floor   timestamptz;
-    v_map     jsonb;
-    v_shifts  jsonb;
-    v_shift   bigint;
+    v_pairs  jsonb;
+    v_result json;
 BEGIN
     IF p_items IS NULL OR jsonb_typeof(p_items) <> 'array' OR jsonb_array_length(p_items) = 0 THEN
         RETURN '[]'::json;
     END IF;
+    v_pairs := queen._push_pairs(p_items);
+    PERFORM queen._push_prepare(v_pairs);
+    IF p_compact AND NOT p_probe THEN
+        v_result := queen._push_fast(p_items, v_pairs);
+        IF v_result IS NOT NULL THEN
+            RETURN v_result;
+        END IF;
+    END IF;
+    RETURN queen._push_general(p_items, v_pairs, p_probe, p_compact);
+END;
+$$;
 
+CREATE OR REPLACE FUNCTION queen._push_pairs(p_items jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pairs jsonb;
+BEGIN
     -- 0. The request's distinct (queue, partition) pairs, read from the items once, with the
     --    0-based positions of each pair's first and last item (its span, for offsets).
     SELECT jsonb_agg(jsonb_build_array(s.qn, s.pn, s.first, s.last) ORDER BY s.qn, s.pn)
@@ -62,6 +75,16 @@ BEGIN
               FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
              GROUP BY 1, 2) s;
 
+    RETURN v_pairs;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pairs jsonb := p_pairs;
+BEGIN
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     INSERT INTO queen.queues (name, namespace, task)
     SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
@@ -108,6 +131,23 @@ BEGIN
        SET last_activity = clock_timestamp(), next_offset = p.next_offset + tgt.span
       FROM tgt
      WHERE p.id = tgt.id;
+END;
+$$;
+
+-- The fast path's answer, or NULL when the request needs the general path.
+CREATE OR REPLACE FUNCTION queen._push_fast(p_items jsonb, p_pairs jsonb)
+RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pairs   jsonb := p_pairs;
+    v_ts      timestamptz;
+    v_result  json;
+    v_fast    boolean := false;
+    v_floor   timestamptz;
+    v_map     jsonb;
+    v_shifts  jsonb;
+    v_shift   bigint;
+BEGIN
 
     -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
     -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
@@ -116,77 +156,86 @@ BEGIN
     -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
     -- position 0}} are nested, so that no name is joined with another. A push to one
     -- partition (most) takes its offsets from one number instead of a map lookup per item.
-    IF p_compact AND NOT p_probe THEN
-        SELECT bool_and(x.ok), max(x.floor),
-               jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
-               jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
-               min(x.shift)
-          INTO v_fast, v_floor, v_map, v_shifts, v_shift
-          FROM (SELECT pr ->> 0 AS qn,
-                       bool_and(coalesce(p.id IS NOT NULL AND q.max_queue_size <= 0
-                                         AND NOT q.encryption_enabled, false)) AS ok,
-                       max(pl.last_message_created_at) AS floor,
-                       jsonb_object_agg(pr ->> 1, p.id) AS parts,
-                       jsonb_object_agg(pr ->> 1, p.next_offset - (pr ->> 3)::bigint - 1)
-                           AS shifts,
-                       min(p.next_offset - (pr ->> 3)::bigint - 1) AS shift
-                  FROM jsonb_array_elements(v_pairs) pr
-                  LEFT JOIN queen.queues q ON q.name = pr ->> 0
-                  LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
-                  LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
-                 GROUP BY pr ->> 0) x;
+    SELECT bool_and(x.ok), max(x.floor),
+           jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
+           jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
+           min(x.shift)
+      INTO v_fast, v_floor, v_map, v_shifts, v_shift
+      FROM (SELECT pr ->> 0 AS qn,
+                   bool_and(coalesce(p.id IS NOT NULL AND q.max_queue_size <= 0
+                                     AND NOT q.encryption_enabled, false)) AS ok,
+                   max(pl.last_message_created_at) AS floor,
+                   jsonb_object_agg(pr ->> 1, p.id) AS parts,
+                   jsonb_object_agg(pr ->> 1, p.next_offset - (pr ->> 3)::bigint - 1)
+                       AS shifts,
+                   min(p.next_offset - (pr ->> 3)::bigint - 1) AS shift
+              FROM jsonb_array_elements(v_pairs) pr
+              LEFT JOIN queen.queues q ON q.name = pr ->> 0
+              LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
+              LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
+             GROUP BY pr ->> 0) x;
+
+    IF NOT coalesce(v_fast, false) THEN
+        RETURN NULL;
     END IF;
-
-    v_ts := clock_timestamp();
-
-    IF v_fast THEN
-        -- One timestamp for the request, not before any target partition's newest message.
-        v_ts := greatest(v_ts, v_floor);
-        -- Ids drawn in input order (volatile select-list items are computed after ORDER
-        -- BY), so the answer needs no RETURNING joined back to the items.
-        IF jsonb_array_length(v_pairs) > 1 THEN
-            v_shift := NULL;
-        END IF;
-        WITH n AS MATERIALIZED (
-            SELECT (o.n - 1)::integer AS idx, o.e,
-                   (v_map -> (o.e ->> 'queue')
-                          ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
-                   coalesce(v_shift,
-                            (v_shifts -> (o.e ->> 'queue')
-                                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
-                   + o.n - 1 AS off,
-                   coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
-                   o.e ->> 'transactionId' IS NULL AS txn_generated,
-                   queen._try_uuid(o.e ->> 'traceId') AS trace_id,
-                   nextval('queen.messages_id_seq'::regclass) AS id
-              FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
-             ORDER BY o.n
-        ),
-        ins AS (
-            INSERT INTO queen.messages
-                   (id, transaction_id, partition_id, payload, trace_id, producer_sub,
-                    is_encrypted, created_at, partition_offset)
-            OVERRIDING SYSTEM VALUE
-            SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
-                   nullif(n.e ->> 'producerSub', ''),
-                   coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
-              FROM n
-        )
-        SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
-                                         CASE WHEN n.txn_generated THEN n.txn END)
-                        ORDER BY n.idx)
-          INTO v_result
-          FROM n;
-        IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
-            PERFORM queen._wake(jsonb_build_object(
-                        'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
-                        'namespace', q.namespace, 'task', q.task))
-               FROM jsonb_array_elements(v_pairs) pr
-               JOIN queen.queues q ON q.name = pr ->> 0;
-        END IF;
-        RETURN v_result;
+    -- One timestamp for the request, not before any target partition's newest message.
+    v_ts := greatest(clock_timestamp(), v_floor);
+    -- Ids drawn in input order (volatile select-list items are computed after ORDER
+    -- BY), so the answer needs no RETURNING joined back to the items.
+    IF jsonb_array_length(v_pairs) > 1 THEN
+        v_shift := NULL;
     END IF;
+    WITH n AS MATERIALIZED (
+        SELECT (o.n - 1)::integer AS idx, o.e,
+               (v_map -> (o.e ->> 'queue')
+                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
+               coalesce(v_shift,
+                        (v_shifts -> (o.e ->> 'queue')
+                                  ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
+               + o.n - 1 AS off,
+               coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
+               o.e ->> 'transactionId' IS NULL AS txn_generated,
+               queen._try_uuid(o.e ->> 'traceId') AS trace_id,
+               nextval('queen.messages_id_seq'::regclass) AS id
+          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+         ORDER BY o.n
+    ),
+    ins AS (
+        INSERT INTO queen.messages
+               (id, transaction_id, partition_id, payload, trace_id, producer_sub,
+                is_encrypted, created_at, partition_offset)
+        OVERRIDING SYSTEM VALUE
+        SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
+               nullif(n.e ->> 'producerSub', ''),
+               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
+          FROM n
+    )
+    SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
+                                     CASE WHEN n.txn_generated THEN n.txn END)
+                    ORDER BY n.idx)
+      INTO v_result
+      FROM n;
+    IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
+        PERFORM queen._wake(jsonb_build_object(
+                    'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
+                    'namespace', q.namespace, 'task', q.task))
+           FROM jsonb_array_elements(v_pairs) pr
+           JOIN queen.queues q ON q.name = pr ->> 0;
+    END IF;
+    RETURN v_result;
+END;
+$$;
 
+CREATE OR REPLACE FUNCTION queen._push_general(p_items jsonb, p_pairs jsonb, p_probe boolean,
+                                               p_compact boolean)
+RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_pairs   jsonb := p_pairs;
+    v_ts      timestamptz := clock_timestamp();
+    v_result  json;
+    v_notify  jsonb;
+BEGIN
     -- 4. Dedup (existing rows and within the request: first occurrence wins), capacity,
     --    one set-based INSERT in input order, results in input order.
     WITH items AS MATERIALIZED (
@@ -351,6 +400,10 @@ RETURNS json
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
 SET plan_cache_mode = force_generic_plan
+-- Every table this reaches is read by key: a plan made while a table was small (a generic
+-- plan is made once per connection) must not stay a sequential scan after it grew
+-- (measured: 4 scans of queen.partitions per push after 20,000 partitions appeared).
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_probe     boolean := false;

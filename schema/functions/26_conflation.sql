@@ -4,9 +4,11 @@
 -- declares it when the group has no cursor in the scope yet; a group that already has
 -- cursors there without the policy was declared without it, and the request is a conflict
 -- (the stored policy wins). Without a request the stored policy applies all the same.
+-- The scope: the queues p_qids, or the one partition p_pid of a pop of one partition.
+DROP FUNCTION IF EXISTS queen._conflation(text, text, text, text, uuid[], boolean);
 CREATE OR REPLACE FUNCTION queen._conflation(
-    p_group text, p_queue text, p_ns text, p_task text, p_parts uuid[], p_requested boolean,
-    OUT conflates boolean, OUT conflict boolean
+    p_group text, p_queue text, p_ns text, p_task text, p_qids uuid[], p_pid uuid,
+    p_requested boolean, OUT conflates boolean, OUT conflict boolean
 ) LANGUAGE plpgsql AS $$
 DECLARE
     v_queue text := coalesce(p_queue, '');
@@ -19,7 +21,10 @@ BEGIN
                             AND g.namespace = v_ns AND g.task = v_task);
     IF p_requested AND NOT conflates THEN
         IF EXISTS (SELECT 1 FROM queen.partition_consumers pc
-                    WHERE pc.partition_id = ANY (p_parts) AND pc.consumer_group = p_group) THEN
+                     JOIN queen.partitions p ON p.id = pc.partition_id
+                    WHERE pc.consumer_group = p_group
+                      AND CASE WHEN p_pid IS NOT NULL THEN pc.partition_id = p_pid
+                               ELSE p.queue_id = ANY (p_qids) END) THEN
             conflict := true;
         ELSE
             INSERT INTO queen.conflation_groups (consumer_group, queue_name, namespace, task)

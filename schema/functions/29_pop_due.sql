@@ -7,49 +7,37 @@
 -- (docs/architecture.md, "Due times"). Everything else that makes messages available is a
 -- write that wakes waiters itself (a push, an ack, a release).
 --
--- The time is a lower bound: each term is a condition the partition must pass before the
--- pop's claim takes it, so a pop at the due time finds the partition or computes the next
--- due time; nothing is reported that is not after p_now, so a partition whose terms have
--- all passed (but is not available: its newest message is older than maxWaitTimeSeconds,
--- a pop took it) arms no timer. maxWaitTimeSeconds only ever removes messages: a partition
--- whose newest message will be stale by its due time has none.
+-- It is the earliest future available_at of the scope's cursor rows (migration 0019), one
+-- probe of the ready index per queue: a lease's expiry, a retry's wait, or the instant a
+-- claim parked the row to (the window's end, the first message's delay). A time that turns
+-- out early (a window a later push moved on) costs one empty pop, which computes the next.
+-- Rows parked until the next push ('infinity') arm no timer.
 --
--- p_parts: the pop's partitions in scope; p_group: its consumer group; p_now: the pop's
--- now(). Returns NULL when nothing in scope is due later.
-CREATE OR REPLACE FUNCTION queen._pop_due(p_parts uuid[], p_group text, p_now timestamptz)
-RETURNS timestamptz
+-- p_qids: the pop's queues; p_pid: the partition of a pop of one partition, else NULL;
+-- p_group: its consumer group; p_now: the pop's now(). NULL when nothing is due later.
+DROP FUNCTION IF EXISTS queen._pop_due(uuid[], text, timestamptz);
+CREATE OR REPLACE FUNCTION queen._pop_due(
+    p_qids uuid[], p_pid uuid, p_group text, p_now timestamptz
+) RETURNS timestamptz
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_at timestamptz;
 BEGIN
-    -- plpgsql, not sql: its plan is cached across calls (a sql function is planned anew).
-    RETURN (SELECT min(x.at)
-      FROM (SELECT greatest(
-                       pc.lease_expires_at,
-                       pc.retry_available_at,
-                       CASE WHEN q.window_buffer > 0
-                            THEN pl.last_message_created_at + make_interval(secs => q.window_buffer)
-                       END,
-                       CASE WHEN q.delayed_processing > 0
-                            THEN (SELECT m.created_at
-                                    FROM queen.messages m
-                                   WHERE m.partition_id = pl.partition_id
-                                     AND (m.created_at, m.id)
-                                         > (coalesce(pc.last_consumed_created_at, '-infinity'),
-                                            coalesce(pc.last_consumed_id, 0))
-                                   ORDER BY m.created_at, m.id
-                                   LIMIT 1) + make_interval(secs => q.delayed_processing)
-                       END) AS at,
-                   q.max_wait_time_seconds AS max_wait,
-                   pl.last_message_created_at AS newest
-              FROM unnest(p_parts) AS u(pid)  -- key lookups per partition in scope
-              JOIN queen.partition_lookup pl ON pl.partition_id = u.pid
-              JOIN queen.queues q ON q.id = pl.queue_id
-              LEFT JOIN queen.partition_consumers pc
-                ON pc.partition_id = u.pid AND pc.consumer_group = p_group
-               -- something beyond the group's cursor (a partition it never visited: anything)
-             WHERE (pc.partition_id IS NULL
-                    OR (pl.last_message_created_at, pl.last_message_id)
-                       > (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id))) x
-     WHERE x.at > p_now
-       AND (x.max_wait <= 0 OR x.at < x.newest + make_interval(secs => x.max_wait)));
+    IF p_pid IS NOT NULL THEN
+        SELECT pc.available_at INTO v_at
+          FROM queen.partition_consumers pc
+         WHERE pc.partition_id = p_pid AND pc.consumer_group = p_group;
+    ELSE
+        SELECT min(x.at) INTO v_at
+          FROM unnest(p_qids) AS u(id)
+         CROSS JOIN LATERAL (
+                SELECT pc.available_at AS at
+                  FROM queen.partition_consumers pc
+                 WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
+                   AND pc.available_at > p_now
+                 ORDER BY pc.available_at
+                 LIMIT 1) x;
+    END IF;
+    RETURN CASE WHEN v_at > p_now AND v_at < 'infinity' THEN v_at END;
 END;
 $$;

@@ -1,6 +1,9 @@
--- ACK. queen._ack_items is the shared implementation (plain acks and transaction acks);
--- queen.ack_messages_v2 is the entry point the server calls; queen.retry_delay_ms is the
--- retry schedule a failed ack applies (docs/retries.md).
+-- ACK. queen._ack_items is the shared implementation (plain acks and transaction acks),
+-- in named steps: _ack_rows (resolve the items), _ack_implicit (an ack outside the
+-- delivered batch), _ack_nack (with _ack_dead_letter and _ack_schedule_retry),
+-- _ack_batch_done, _ack_flush (store a row, _pc_store); queen.ack_messages_v2 is the entry
+-- point the server calls; queen.retry_delay_ms is the retry schedule a failed ack applies
+-- (docs/retries.md).
 
 -- How long (ms) a message waits after its p_attempt-th failed attempt (1 = its first
 -- delivery failed) before it may be delivered again. Pure, so that the schedule can be
@@ -136,6 +139,294 @@ BEGIN
 END;
 $$;
 
+-- The ack items of a request, each with its message and its queue's retry policy (NULL
+-- message columns: no message with this transactionId in this partition), in the order
+-- _ack_items works them: unresolvable ones first, then per (partition, group) in
+-- (created_at, id) order. plpgsql, not sql: its plan is cached across calls.
+CREATE OR REPLACE FUNCTION queen._ack_rows(p_acks jsonb)
+RETURNS TABLE (idx integer, txn text, pid uuid, status text, err text, etype text,
+               retryable boolean, grp text, lease_txt text, mid bigint, mts timestamptz,
+               pname text, qname text, ns text, tk text, retry_limit integer,
+               retry_delay integer, retry_strategy text, retry_delay_max integer,
+               retry_jitter real)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN QUERY
+        WITH i AS (  -- each item's values, computed once (not once per use)
+            SELECT (o.n - 1)::integer AS idx,
+                   e ->> 'transactionId' AS txn,
+                   e ->> 'partitionId' AS pid_txt,
+                   lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
+                   e ->> 'error' AS err,
+                   nullif(e ->> 'errorType', '') AS etype,
+                   queen._jbool(e -> 'retryable', NULL) AS retryable,
+                   coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
+                   nullif(e ->> 'leaseId', '') AS lease_txt
+              FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)),
+        -- each partitionId parsed and looked up once: a batch's items name one (per item,
+        -- _try_uuid's regular expression cost more than the rest of its resolution)
+        ids AS (SELECT d.pid_txt, x.pid, pq.*
+                  FROM (SELECT DISTINCT i.pid_txt FROM i) d
+                 CROSS JOIN LATERAL (SELECT queen._try_uuid(d.pid_txt) AS pid) x
+                  -- key lookups, whatever the statistics say
+                  LEFT JOIN LATERAL (
+                        SELECT p.name::text AS pname, q.name::text AS qname,
+                               q.namespace::text AS ns, q.task::text AS tk, q.retry_limit,
+                               q.retry_delay, q.retry_strategy::text AS retry_strategy,
+                               q.retry_delay_max, q.retry_jitter
+                          FROM queen.partitions p
+                         CROSS JOIN LATERAL (SELECT * FROM queen.queues q0
+                                              WHERE q0.id = p.queue_id LIMIT 1) q
+                         WHERE p.id = x.pid
+                         LIMIT 1) pq ON true)
+        SELECT i.idx, i.txn, ids.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
+               m.id, m.created_at, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
+               n.retry_strategy, n.retry_delay_max, n.retry_jitter
+          FROM i
+          LEFT JOIN ids ON ids.pid_txt = i.pid_txt
+          -- An index probe per item, whatever the statistics say (see 20_push.sql).
+          LEFT JOIN LATERAL (
+                SELECT m0.id, m0.created_at FROM queen.messages m0
+                 WHERE m0.partition_id = ids.pid AND m0.transaction_id = i.txn
+                 LIMIT 1) m ON true
+          -- the names and policy of a found message's partition (none without a message)
+          LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.id IS NOT NULL
+         ORDER BY (m.id IS NULL) DESC, ids.pid, i.grp, m.created_at, m.id, i.idx;
+END;
+$$;
+
+-- Writes what a request did to one (partition, group): its working batch and acked ids,
+-- the end of the lease after a consumer's nack dead-lettered a message of the batch
+-- (_pc_after_nack), and a wake-up when the lease was freed (_pc_store).
+CREATE OR REPLACE FUNCTION queen._ack_flush(
+    p_pc queen.partition_consumers, p_batch bigint[], p_acked bigint[], p_nacked boolean,
+    p_notify boolean, p_queue text, p_partition text, p_namespace text, p_task text
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    p_pc.batch_ids := p_batch;
+    p_pc.acked_ids := p_acked;
+    IF p_nacked THEN
+        p_pc := queen._pc_after_nack(p_pc);
+        p_notify := p_notify OR p_pc.lease_id IS NULL;
+    END IF;
+    PERFORM queen._pc_store(p_pc, p_notify, p_queue, p_partition, p_namespace, p_task);
+END;
+$$;
+
+-- Dead-letters a message (its attempts in p_hist, this one included) and traces it.
+CREATE OR REPLACE FUNCTION queen._ack_dead_letter(
+    p_mid bigint, p_pid uuid, p_txn text, p_group text, p_mts timestamptz, p_err text,
+    p_etype text, p_rc integer, p_reason text, p_hist jsonb
+) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO queen.dead_letter_queue
+           (message_id, partition_id, consumer_group, error_message, retry_count,
+            original_created_at, error_type, attempts)
+    VALUES (p_mid, p_pid, p_group,
+            coalesce(p_err, CASE WHEN p_reason = 'non_retryable' THEN 'Non-retryable failure'
+                                 ELSE 'Retries exhausted' END),
+            p_rc, p_mts, p_etype, p_hist)
+    ON CONFLICT ON CONSTRAINT dead_letter_queue_message_group_unique DO UPDATE
+       SET error_message = EXCLUDED.error_message,
+           retry_count = EXCLUDED.retry_count,
+           error_type = EXCLUDED.error_type,
+           attempts = EXCLUDED.attempts,
+           failed_at = now();
+    PERFORM queen._trace_failure(p_mid, p_pid, p_txn, p_group, 'dead_lettered',
+        jsonb_build_object('attempt', p_rc + 1, 'retryCount', p_rc, 'reason', p_reason,
+                           'error', p_err, 'errorType', p_etype));
+END;
+$$;
+
+-- A retryable failure of message p_mid (attempt p_rc + 1): its next delivery waits
+-- p_delay ms; the attempt joins its history and is traced. Returns the row to store.
+CREATE OR REPLACE FUNCTION queen._ack_schedule_retry(
+    p_pc queen.partition_consumers, p_mid bigint, p_txn text, p_err text, p_etype text,
+    p_strategy text, p_rc integer, p_hist jsonb, p_delay integer, p_now timestamptz
+) RETURNS queen.partition_consumers
+LANGUAGE plpgsql AS $$
+BEGIN
+    p_pc.retry_message_id := p_mid;
+    p_pc.retry_count := p_rc + 1;
+    p_pc.retry_available_at := CASE WHEN p_delay > 0
+                                    THEN p_now + p_delay * interval '1 millisecond' END;
+    p_pc.retry_history := p_hist || jsonb_build_array(queen._failed_attempt(
+        p_rc + 1, p_now, p_err, p_etype, p_delay, coalesce(p_pc.retry_available_at, p_now)));
+    PERFORM queen._trace_failure(p_mid, p_pc.partition_id, p_txn, p_pc.consumer_group,
+        'retry_scheduled',
+        jsonb_build_object('attempt', p_rc + 1, 'delayMs', p_delay,
+                           'availableAt', queen._iso_ms(coalesce(p_pc.retry_available_at, p_now)),
+                           'error', p_err, 'errorType', p_etype, 'strategy', p_strategy));
+    RETURN p_pc;
+END;
+$$;
+
+-- An ack of a message outside the delivered batch of its (partition, group) (p_pc: the
+-- locked row, p_exists: whether there is one). Without a lease (transactions, clients
+-- that omit it) the next message after the cursor may still be acked when nobody holds
+-- the partition, as an implicit one-message batch (an expired lease, if any, is dropped);
+-- anything else would skip messages (error). A group's first ack in a partition it never
+-- popped from creates its cursor (created: pc is the new row; committed: the message is
+-- behind that cursor already). Returns pc as the caller goes on with it.
+CREATE OR REPLACE FUNCTION queen._ack_implicit(
+    p_pc queen.partition_consumers, p_exists boolean, p_now timestamptz, p_pid uuid,
+    p_group text, p_queue text, p_partition text, p_namespace text, p_task text,
+    p_mts timestamptz, p_mid bigint, p_lease_txt text,
+    OUT pc queen.partition_consumers, OUT error text, OUT created boolean, OUT committed boolean
+) LANGUAGE plpgsql AS $$
+DECLARE
+    v_start timestamptz;
+BEGIN
+    pc := p_pc;
+    created := false;
+    committed := false;
+    IF p_lease_txt IS NOT NULL THEN
+        error := 'Message was not delivered under this lease';
+        RETURN;
+    END IF;
+    IF p_exists AND pc.lease_id IS NOT NULL AND pc.lease_expires_at > p_now THEN
+        error := 'Message is not part of the current lease';
+        RETURN;
+    END IF;
+    IF NOT p_exists THEN
+        -- queue mode starts at the beginning, a named group at its subscription's start
+        v_start := CASE WHEN p_group = '__QUEUE_MODE__' THEN NULL
+                        ELSE queen._subscription_start(p_group, p_queue, p_partition,
+                                                       p_namespace, p_task) END;
+        INSERT INTO queen.partition_consumers
+               (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
+        VALUES (p_pid, p_group, v_start,
+                CASE WHEN v_start IS NULL THEN 0 ELSE 9223372036854775807 END)
+        ON CONFLICT (partition_id, consumer_group) DO NOTHING;
+        SELECT * INTO pc FROM queen.partition_consumers
+         WHERE partition_id = p_pid AND consumer_group = p_group
+           FOR UPDATE;
+        created := true;
+        IF (p_mts, p_mid) <= (coalesce(pc.last_consumed_created_at, '-infinity'),
+                              pc.last_consumed_id) THEN
+            committed := true;
+            RETURN;
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM queen.messages m
+                WHERE m.partition_id = p_pid
+                  AND (m.created_at, m.id)
+                      > (coalesce(pc.last_consumed_created_at, '-infinity'), pc.last_consumed_id)
+                  AND (m.created_at, m.id) < (p_mts, p_mid)) THEN
+        error := 'Earlier messages of this partition are not acknowledged yet';
+        RETURN;
+    END IF;
+    pc.lease_id := NULL;
+    pc.lease_expires_at := NULL;
+    pc.lease_acquired_at := NULL;
+END;
+$$;
+
+-- A nack ('failed', 'dlq', 'retry') of message p_mid, in the batch p_batch of the locked
+-- row p_pc (p_acked: its acked ids). 'dlq', a non-retryable failure, a failure at the
+-- queue's retryLimit, and any failure in a transaction dead-letter the message
+-- (_ack_dead_letter) and count it as done; otherwise the lease is given back and the
+-- cursor stays before the message (it covers the done prefix before it), the message
+-- waiting its retry delay after a failure (_ack_schedule_retry). Returns the row, batch
+-- and acked ids to go on with, the batch released (rel_batch, else p_rel_batch), the
+-- item's status, delay and released, and nacked: a consumer's nack (under its lease)
+-- dead-lettered, which ends the lease once the request's items of the batch are done
+-- (queen._pc_after_nack); transactions and an operator's move to the DLQ keep the batch.
+CREATE OR REPLACE FUNCTION queen._ack_nack(
+    p_pc queen.partition_consumers, p_batch bigint[], p_acked bigint[], p_rel_batch bigint[],
+    p_tx boolean, p_now timestamptz, p_status text, p_mid bigint, p_txn text,
+    p_mts timestamptz, p_err text, p_etype text, p_retryable boolean, p_lease_txt text,
+    p_retry_limit integer, p_retry_delay integer, p_retry_strategy text,
+    p_retry_delay_max integer, p_retry_jitter real,
+    OUT pc queen.partition_consumers, OUT batch bigint[], OUT acked bigint[],
+    OUT rel_batch bigint[], OUT status text, OUT delay integer, OUT released boolean,
+    OUT nacked boolean
+) LANGUAGE plpgsql AS $$
+DECLARE
+    v_rc     integer := CASE WHEN p_pc.retry_message_id = p_mid THEN p_pc.retry_count ELSE 0 END;
+    v_hist   jsonb := '[]'::jsonb;  -- failed attempts of this message so far (retry_history)
+    v_reason text;
+BEGIN
+    pc := p_pc;
+    batch := p_batch;
+    acked := p_acked;
+    rel_batch := p_rel_batch;
+    released := false;
+    nacked := false;
+    v_reason := CASE WHEN p_status = 'dlq' THEN 'dlq'
+                     WHEN p_status <> 'failed' THEN NULL
+                     WHEN p_tx THEN 'transaction'
+                     WHEN NOT coalesce(p_retryable, lower(btrim(p_etype))
+                                                    IS DISTINCT FROM 'validation')
+                          THEN 'non_retryable'
+                     WHEN v_rc >= p_retry_limit THEN 'retries_exhausted' END;
+    IF p_status IN ('failed', 'dlq') AND pc.retry_message_id = p_mid THEN
+        v_hist := coalesce(pc.retry_history, '[]'::jsonb);
+        IF jsonb_array_length(v_hist) >= 100 THEN  -- keeps the last 100 attempts
+            v_hist := v_hist - 0;
+        END IF;
+    END IF;
+    IF v_reason IS NOT NULL THEN
+        v_hist := v_hist || jsonb_build_array(
+            queen._failed_attempt(v_rc + 1, p_now, p_err, p_etype, NULL, NULL));
+        PERFORM queen._ack_dead_letter(p_mid, pc.partition_id, p_txn, pc.consumer_group, p_mts,
+                                       p_err, p_etype, v_rc, v_reason, v_hist);
+        acked := acked || p_mid;
+        IF pc.retry_message_id = p_mid THEN
+            pc.retry_message_id := NULL;
+            pc.retry_count := 0;
+            pc.retry_history := NULL;
+        END IF;
+        status := 'failed_dlq';
+        nacked := NOT p_tx AND p_lease_txt IS NOT NULL;
+        RETURN;
+    END IF;
+    pc.batch_ids := batch;
+    pc.acked_ids := acked;
+    pc := queen._pc_apply_prefix(pc);
+    rel_batch := pc.batch_ids;
+    IF p_status = 'failed' THEN
+        delay := queen.retry_delay_ms(p_retry_strategy, p_retry_delay, p_retry_delay_max,
+                                      p_retry_jitter, v_rc + 1, random());
+        pc := queen._ack_schedule_retry(pc, p_mid, p_txn, p_err, p_etype, p_retry_strategy,
+                                        v_rc, v_hist, delay, p_now);
+        status := 'failed_retry';
+    ELSE
+        status := 'retry';
+    END IF;
+    released := pc.lease_id IS NOT NULL;
+    pc.lease_id := NULL;
+    pc.lease_expires_at := NULL;
+    pc.lease_acquired_at := NULL;
+    batch := NULL;
+    acked := '{}';
+END;
+$$;
+
+-- The delivered batch of p_pc with every id acked: the cursor moves over its done prefix
+-- (_pc_apply_prefix) and, when nothing of it is left, the lease ends (released: it was
+-- held) and the batch counts as consumed.
+CREATE OR REPLACE FUNCTION queen._ack_batch_done(
+    p_pc queen.partition_consumers, OUT pc queen.partition_consumers, OUT released boolean
+) LANGUAGE plpgsql AS $$
+BEGIN
+    pc := queen._pc_apply_prefix(p_pc);
+    released := false;
+    IF cardinality(pc.batch_ids) = 0 THEN
+        released := pc.lease_id IS NOT NULL;
+        pc.total_batches_consumed := pc.total_batches_consumed + 1;
+        pc.lease_id := NULL;
+        pc.lease_expires_at := NULL;
+        pc.lease_acquired_at := NULL;
+        pc.batch_ids := NULL;
+        pc.acked_ids := '{}';
+    END IF;
+END;
+$$;
+
 -- p_acks: array of {transactionId, partitionId, status, error, errorType, retryable,
 --         consumerGroup, leaseId}.
 -- p_tx:   transaction mode: 'failed' goes straight to the DLQ and a nack keeps the batch's
@@ -148,87 +439,52 @@ $$;
 -- waits queen.retry_delay_ms (the queue's policy) before its next delivery, until
 -- retryLimit. Every failed attempt is kept (partition_consumers.retry_history, then the DLQ
 -- row's attempts) and traced (retry_scheduled / dead_lettered); successes pay for none of it.
--- Items are processed per (partition, group) in (created_at, id) order; the result array is
--- in input order: {index, transactionId, success, error, status, queueName, partitionName,
--- leaseReleased, dlq} (+ {retryDelayMs, nextAttemptAt} when a retry was scheduled).
--- status: completed | failed_retry | failed_dlq | retry | already_acked (null when success
--- is false).
+-- Items are processed per (partition, group) in (created_at, id) order (_ack_rows); the
+-- result array is in input order: {index, transactionId, success, error, status, queueName,
+-- partitionName, leaseReleased, dlq} (+ noop, + {retryDelayMs, nextAttemptAt} when a retry
+-- was scheduled). status: completed | failed_retry | failed_dlq | retry | already_acked
+-- (null when success is false). The steps: _ack_rows (resolve the items), the checks
+-- below, _ack_implicit (an ack outside the delivered batch), _ack_nack (with
+-- _ack_dead_letter, _ack_schedule_retry), _pc_apply_prefix (the batch done), _ack_flush
+-- (store the row).
 CREATE OR REPLACE FUNCTION queen._ack_items(p_acks jsonb, p_tx boolean)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now       timestamptz := now();
     r           record;
-    v_pc        queen.partition_consumers;
+    v_pc        queen.partition_consumers;  -- the locked row of the current (partition, group)
     v_exists    boolean := false;
     v_loaded    boolean := false;
     v_dirty     boolean := false;
     v_notify    boolean := false;
-    v_cur_pid   uuid;
-    v_cur_grp   text;
-    v_q_name    text;
-    v_p_name    text;
-    v_q_ns      text;
-    v_q_task    text;
-    v_rel_batch bigint[];
+    v_nacked    boolean := false;  -- a consumer's nack dead-lettered a message of the batch
     v_batch     bigint[];  -- working copies of v_pc.batch_ids / acked_ids (in-place appends)
     v_acked     bigint[];
-    v_out       jsonb[] := '{}';
-    v_lease     uuid;
-    v_success   boolean;
+    v_gap       integer := 0;  -- v_batch[1:v_gap] is committed by this request's acks
+    v_rel_batch bigint[];  -- the batch an earlier failed/retry ack of this request released
+    v_out       jsonb[] := '{}';  -- results by input position
+    v_cur_pid   uuid;  v_cur_grp text;  -- the current (partition, group)
+    v_seg       record;    -- its first item (names)
+    v_lease_txt text;  v_lease uuid;  -- the last leaseId parsed, and its value
     v_error     text;
     v_status    text;
-    v_released  boolean;
-    v_dlq       boolean;
-    v_rc        integer;
-    v_start     timestamptz;
-    v_hist      jsonb;     -- failed attempts of this message so far (retry_history)
+    v_released  boolean;  v_noop boolean;
     v_delay     integer;   -- retry wait scheduled by this item, ms
-    v_retryable boolean;
-    v_reason    text;
-    v_noop      boolean;
-    v_gap       integer := 0;  -- v_batch[1:v_gap] is committed by this request's acks
-    v_nacked    boolean := false;  -- a consumer's nack dead-lettered a message of the batch
     v_pos       integer;
+    v_res       record;    -- what a step (_ack_implicit, _ack_nack) returned
 BEGIN
     IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' OR jsonb_array_length(p_acks) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;
+    v_out := array_fill(NULL::jsonb, ARRAY[jsonb_array_length(p_acks)]);
 
-    FOR r IN
-        SELECT i.idx, i.txn, i.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
-               m.id AS mid, m.created_at AS mts,
-               p.name AS pname, q.name AS qname, q.namespace AS ns, q.task AS tk,
-               q.retry_limit, q.retry_delay, q.retry_strategy, q.retry_delay_max, q.retry_jitter
-          FROM (SELECT (o.n - 1)::integer AS idx,
-                       e ->> 'transactionId' AS txn,
-                       queen._try_uuid(e ->> 'partitionId') AS pid,
-                       lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
-                       e ->> 'error' AS err,
-                       nullif(e ->> 'errorType', '') AS etype,
-                       queen._jbool(e -> 'retryable', NULL) AS retryable,
-                       coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
-                       nullif(e ->> 'leaseId', '') AS lease_txt
-                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
-          -- An index probe per item, whatever the statistics say (see 20_push.sql).
-          LEFT JOIN LATERAL (
-                SELECT m0.id, m0.created_at, m0.partition_id FROM queen.messages m0
-                 WHERE m0.partition_id = i.pid AND m0.transaction_id = i.txn
-                 LIMIT 1) m ON true
-          LEFT JOIN queen.partitions p ON p.id = m.partition_id
-          LEFT JOIN queen.queues q ON q.id = p.queue_id
-         ORDER BY (m.id IS NULL) DESC, i.pid, i.grp, m.created_at, m.id, i.idx
-    LOOP
+    FOR r IN SELECT * FROM queen._ack_rows(p_acks) LOOP
         -- Switch to the (partition, group) of this item: store the previous one, lock this one.
         IF r.mid IS NOT NULL AND (NOT v_loaded OR r.pid <> v_cur_pid OR r.grp <> v_cur_grp) THEN
             IF v_loaded AND v_dirty THEN
-                v_pc.batch_ids := v_batch;
-                v_pc.acked_ids := v_acked;
-                IF v_nacked THEN
-                    v_pc := queen._pc_after_nack(v_pc);
-                    v_notify := v_notify OR v_pc.lease_id IS NULL;
-                END IF;
-                PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
+                PERFORM queen._ack_flush(v_pc, v_batch, v_acked, v_nacked, v_notify,
+                                         v_seg.qname, v_seg.pname, v_seg.ns, v_seg.tk);
             END IF;
             SELECT * INTO v_pc FROM queen.partition_consumers
              WHERE partition_id = r.pid AND consumer_group = r.grp
@@ -244,17 +500,12 @@ BEGIN
             v_rel_batch := NULL;
             v_cur_pid := r.pid;
             v_cur_grp := r.grp;
-            v_q_name := r.qname;
-            v_p_name := r.pname;
-            v_q_ns := r.ns;
-            v_q_task := r.tk;
+            v_seg := r;
         END IF;
 
-        v_success := false;
-        v_error := NULL;
+        v_error := NULL;  -- success is its absence
         v_status := NULL;
         v_released := false;
-        v_dlq := false;
         v_delay := NULL;
         v_noop := false;
 
@@ -270,22 +521,20 @@ BEGIN
                 EXIT item;
             END IF;
 
-            -- Already committed (at/behind the cursor, or committed by a later ack of its
-            -- batch): a completed ack is a harmless no-op and says so (noop); a nack can no
-            -- longer be honoured and is refused instead of silently accepted.
+            -- Already committed (at/behind the cursor, or by a later ack of its batch): a
+            -- completed ack is a no-op and says so (noop), a nack is refused (_ack_committed).
             IF v_exists AND (
                    (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
                                       v_pc.last_consumed_id)
                    OR r.mid = ANY (v_acked)) THEN
-                SELECT a.success, a.status, a.noop, a.error
-                  INTO v_success, v_status, v_noop, v_error FROM queen._ack_committed(r.status) a;
+                SELECT a.status, a.noop, a.error
+                  INTO v_status, v_noop, v_error FROM queen._ack_committed(r.status) a;
                 EXIT item;
             END IF;
 
             -- Part of a batch an earlier failed/retry ack of this request already released.
-            IF r.mid = ANY (coalesce(v_rel_batch, '{}')) THEN
+            IF r.mid = ANY (v_rel_batch) THEN
                 IF r.status IN ('failed', 'retry') THEN
-                    v_success := true;
                     v_status := CASE WHEN r.status = 'failed' THEN 'failed_retry' ELSE 'retry' END;
                 ELSE
                     v_error := 'Lease was released by an earlier failed ack in this request';
@@ -294,9 +543,12 @@ BEGIN
             END IF;
 
             -- A leaseId must name the live lease of (partition, group), in a transaction too
-            -- (lease fencing: a holder whose lease expired commits nothing).
+            -- (lease fencing). A batch's items carry one leaseId: it is parsed once.
             IF r.lease_txt IS NOT NULL THEN
-                v_lease := queen._try_uuid(r.lease_txt);
+                IF r.lease_txt IS DISTINCT FROM v_lease_txt THEN
+                    v_lease := queen._try_uuid(r.lease_txt);
+                    v_lease_txt := r.lease_txt;
+                END IF;
                 IF NOT v_exists OR v_lease IS NULL OR v_pc.lease_id IS DISTINCT FROM v_lease
                    OR v_pc.lease_expires_at IS NULL OR v_pc.lease_expires_at <= v_now THEN
                     v_error := 'Invalid or expired lease';
@@ -305,77 +557,34 @@ BEGIN
             END IF;
 
             IF NOT (v_exists AND r.mid = ANY (coalesce(v_batch, '{}'))) THEN
-                -- Not delivered under the current lease. Without a lease (transactions,
-                -- clients that omit it) the next message after the cursor may still be acked
-                -- when nobody holds the partition; anything else would skip messages.
-                IF r.lease_txt IS NOT NULL THEN
-                    v_error := 'Message was not delivered under this lease';
-                    EXIT item;
-                END IF;
-                IF v_exists AND v_pc.lease_id IS NOT NULL AND v_pc.lease_expires_at > v_now THEN
-                    v_error := 'Message is not part of the current lease';
-                    EXIT item;
-                END IF;
-                IF NOT v_exists THEN
-                    v_start := CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
-                                    ELSE queen._subscription_start(r.grp, r.qname, r.pname, r.ns, r.tk) END;
-                    INSERT INTO queen.partition_consumers
-                           (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
-                    VALUES (r.pid, r.grp, v_start,
-                            CASE WHEN v_start IS NULL THEN 0 ELSE 9223372036854775807 END)
-                    ON CONFLICT (partition_id, consumer_group) DO NOTHING;
-                    SELECT * INTO v_pc FROM queen.partition_consumers
-                     WHERE partition_id = r.pid AND consumer_group = r.grp
-                       FOR UPDATE;
+                -- Not delivered under the current lease (_ack_implicit says what may be).
+                SELECT * INTO v_res
+                  FROM queen._ack_implicit(v_pc, v_exists, v_now, r.pid, r.grp, r.qname, r.pname,
+                                           r.ns, r.tk, r.mts, r.mid, r.lease_txt);
+                v_pc := v_res.pc;
+                IF v_res.created THEN
                     v_exists := true;
                     v_batch := v_pc.batch_ids;
                     v_acked := coalesce(v_pc.acked_ids, '{}');
-                    IF (r.mts, r.mid) <= (coalesce(v_pc.last_consumed_created_at, '-infinity'),
-                                          v_pc.last_consumed_id) THEN
-                        SELECT a.success, a.status, a.noop, a.error
-                          INTO v_success, v_status, v_noop, v_error
-                          FROM queen._ack_committed(r.status) a;
-                        EXIT item;
-                    END IF;
                 END IF;
-                IF EXISTS (SELECT 1 FROM queen.messages m
-                            WHERE m.partition_id = r.pid
-                              AND (m.created_at, m.id)
-                                  > (coalesce(v_pc.last_consumed_created_at, '-infinity'), v_pc.last_consumed_id)
-                              AND (m.created_at, m.id) < (r.mts, r.mid)) THEN
-                    v_error := 'Earlier messages of this partition are not acknowledged yet';
+                IF v_res.committed THEN
+                    SELECT a.status, a.noop, a.error
+                      INTO v_status, v_noop, v_error FROM queen._ack_committed(r.status) a;
                     EXIT item;
                 END IF;
-                -- Implicit one-message batch (an expired lease, if any, is dropped).
-                v_pc.lease_id := NULL;
-                v_pc.lease_expires_at := NULL;
-                v_pc.lease_acquired_at := NULL;
+                IF v_res.error IS NOT NULL THEN
+                    v_error := v_res.error;
+                    EXIT item;
+                END IF;
                 v_batch := ARRAY[r.mid];
                 v_acked := '{}';
                 v_gap := 0;
             END IF;
 
             v_dirty := true;
-            v_rc := CASE WHEN v_pc.retry_message_id = r.mid THEN v_pc.retry_count ELSE 0 END;
-            v_retryable := coalesce(r.retryable, lower(btrim(r.etype)) IS DISTINCT FROM 'validation');
-            v_reason := CASE WHEN r.status = 'dlq' THEN 'dlq'
-                             WHEN r.status <> 'failed' THEN NULL
-                             WHEN p_tx THEN 'transaction'
-                             WHEN NOT v_retryable THEN 'non_retryable'
-                             WHEN v_rc >= r.retry_limit THEN 'retries_exhausted' END;
-            IF r.status IN ('failed', 'dlq') THEN
-                v_hist := CASE WHEN v_pc.retry_message_id = r.mid
-                               THEN coalesce(v_pc.retry_history, '[]'::jsonb) ELSE '[]'::jsonb END;
-                IF jsonb_array_length(v_hist) >= 100 THEN  -- keeps the last 100 attempts
-                    v_hist := v_hist - 0;
-                END IF;
-            END IF;
-
             IF r.status IN ('completed', 'success') THEN
-                -- An ack is a commit: it completes every message delivered before it under
-                -- this lease that was neither acked nor nacked (the silent gap), never one
-                -- outside the delivered batch. A nack earlier in the batch has already
-                -- released it (below), so a later ack cannot pass over a nack.
+                -- An ack is a commit: it completes the silent gap before it (messages of the
+                -- batch neither acked nor nacked). A nack before it has released the batch.
                 v_pos := array_position(v_batch, r.mid);
                 IF v_pos > v_gap THEN
                     v_acked := v_acked || v_batch[v_gap + 1:v_pos];
@@ -384,128 +593,56 @@ BEGIN
                     v_acked := v_acked || r.mid;
                 END IF;
                 v_status := 'completed';
-            ELSIF v_reason IS NOT NULL THEN
-                v_hist := v_hist || jsonb_build_array(
-                    queen._failed_attempt(v_rc + 1, v_now, r.err, r.etype, NULL, NULL));
-                INSERT INTO queen.dead_letter_queue
-                       (message_id, partition_id, consumer_group, error_message, retry_count,
-                        original_created_at, error_type, attempts)
-                VALUES (r.mid, r.pid, r.grp,
-                        coalesce(r.err, CASE WHEN v_reason = 'non_retryable'
-                                             THEN 'Non-retryable failure'
-                                             ELSE 'Retries exhausted' END),
-                        v_rc, r.mts, r.etype, v_hist)
-                ON CONFLICT ON CONSTRAINT dead_letter_queue_message_group_unique DO UPDATE
-                   SET error_message = EXCLUDED.error_message,
-                       retry_count = EXCLUDED.retry_count,
-                       error_type = EXCLUDED.error_type,
-                       attempts = EXCLUDED.attempts,
-                       failed_at = now();
-                PERFORM queen._trace_failure(r.mid, r.pid, r.txn, r.grp, 'dead_lettered',
-                    jsonb_build_object('attempt', v_rc + 1, 'retryCount', v_rc, 'reason', v_reason,
-                                       'error', r.err, 'errorType', r.etype));
-                v_acked := v_acked || r.mid;
-                IF v_pc.retry_message_id = r.mid THEN
-                    v_pc.retry_message_id := NULL;
-                    v_pc.retry_count := 0;
-                    v_pc.retry_history := NULL;
-                END IF;
-                v_status := 'failed_dlq';
-                v_dlq := true;
-                -- A consumer's nack (under its lease) ends the lease once this request's
-                -- items of the batch are done (queen._pc_after_nack); transactions and an
-                -- operator's move to the DLQ (no lease) keep the batch.
-                v_nacked := v_nacked OR (NOT p_tx AND r.lease_txt IS NOT NULL);
-            ELSE
-                -- 'failed' below the limit, or 'retry': give the partition back; the cursor
-                -- stays before this message (it only covers the done prefix before it).
-                v_pc.batch_ids := v_batch;
-                v_pc.acked_ids := v_acked;
-                v_pc := queen._pc_apply_prefix(v_pc);
-                v_rel_batch := v_pc.batch_ids;
-                IF r.status = 'failed' THEN
-                    v_delay := queen.retry_delay_ms(r.retry_strategy, r.retry_delay,
-                                                    r.retry_delay_max, r.retry_jitter,
-                                                    v_rc + 1, random());
-                    v_pc.retry_message_id := r.mid;
-                    v_pc.retry_count := v_rc + 1;
-                    v_pc.retry_available_at := CASE WHEN v_delay > 0
-                        THEN v_now + v_delay * interval '1 millisecond' END;
-                    v_pc.retry_history := v_hist || jsonb_build_array(queen._failed_attempt(
-                        v_rc + 1, v_now, r.err, r.etype, v_delay,
-                        coalesce(v_pc.retry_available_at, v_now)));
-                    PERFORM queen._trace_failure(r.mid, r.pid, r.txn, r.grp, 'retry_scheduled',
-                        jsonb_build_object('attempt', v_rc + 1, 'delayMs', v_delay,
-                                           'availableAt', queen._iso_ms(
-                                               coalesce(v_pc.retry_available_at, v_now)),
-                                           'error', r.err, 'errorType', r.etype,
-                                           'strategy', r.retry_strategy));
-                    v_status := 'failed_retry';
-                ELSE
-                    v_status := 'retry';
-                END IF;
-                v_released := v_pc.lease_id IS NOT NULL;
-                v_pc.lease_id := NULL;
-                v_pc.lease_expires_at := NULL;
-                v_pc.lease_acquired_at := NULL;
-                v_batch := NULL;
-                v_acked := '{}';
-                v_gap := 0;
+            ELSE  -- a nack
+                SELECT * INTO v_res
+                  FROM queen._ack_nack(v_pc, v_batch, v_acked, v_rel_batch, p_tx, v_now, r.status,
+                                       r.mid, r.txn, r.mts, r.err, r.etype, r.retryable,
+                                       r.lease_txt, r.retry_limit, r.retry_delay,
+                                       r.retry_strategy, r.retry_delay_max, r.retry_jitter);
+                v_pc := v_res.pc;
+                v_batch := v_res.batch;
+                v_acked := v_res.acked;
+                v_rel_batch := v_res.rel_batch;
+                v_status := v_res.status;
+                v_delay := v_res.delay;
+                v_released := v_res.released;
+                v_nacked := v_nacked OR v_res.nacked;
+                v_gap := CASE WHEN v_batch IS NULL THEN 0 ELSE v_gap END;
             END IF;
-            v_success := true;
 
             -- Whole delivered batch done: move the cursor and release the lease.
             IF coalesce(cardinality(v_batch), 0) > 0
                AND cardinality(v_acked) >= cardinality(v_batch) THEN
                 v_pc.batch_ids := v_batch;
                 v_pc.acked_ids := v_acked;
-                v_pc := queen._pc_apply_prefix(v_pc);
+                SELECT * INTO v_res FROM queen._ack_batch_done(v_pc);
+                v_pc := v_res.pc;
                 v_batch := v_pc.batch_ids;
                 v_acked := coalesce(v_pc.acked_ids, '{}');
                 v_gap := 0;
-                IF cardinality(v_batch) = 0 THEN
-                    v_released := v_pc.lease_id IS NOT NULL;
-                    v_pc.total_batches_consumed := v_pc.total_batches_consumed + 1;
-                    v_pc.lease_id := NULL;
-                    v_pc.lease_expires_at := NULL;
-                    v_pc.lease_acquired_at := NULL;
-                    v_batch := NULL;
-                    v_acked := '{}';
-                END IF;
+                v_released := v_released OR v_res.released;
             END IF;
-            IF v_released THEN
-                v_notify := true;
-            END IF;
+            v_notify := v_notify OR v_released;
         END item;
 
-        v_out := v_out || (jsonb_build_object(
-            'index', r.idx,
-            'transactionId', r.txn,
-            'success', v_success,
-            'error', v_error,
-            'status', v_status,
-            'queueName', r.qname,
-            'partitionName', r.pname,
-            'leaseReleased', v_released,
-            'dlq', v_dlq)
-            || CASE WHEN v_noop THEN '{"noop": true}'::jsonb ELSE '{}'::jsonb END
-            || CASE WHEN v_delay IS NULL THEN '{}'::jsonb
-                    ELSE jsonb_build_object('retryDelayMs', v_delay, 'nextAttemptAt',
-                                            queen._iso_ms(v_now + v_delay * interval '1 millisecond'))
-               END);
+        v_out[r.idx + 1] := jsonb_build_object(
+            'index', r.idx, 'transactionId', r.txn, 'success', v_error IS NULL, 'error', v_error,
+            'status', v_status, 'queueName', r.qname, 'partitionName', r.pname,
+            'leaseReleased', v_released, 'dlq', v_status IS NOT DISTINCT FROM 'failed_dlq');
+        IF v_noop THEN
+            v_out[r.idx + 1] := v_out[r.idx + 1] || '{"noop": true}'::jsonb;
+        ELSIF v_delay IS NOT NULL THEN
+            v_out[r.idx + 1] := v_out[r.idx + 1] || jsonb_build_object(
+                'retryDelayMs', v_delay,
+                'nextAttemptAt', queen._iso_ms(v_now + v_delay * interval '1 millisecond'));
+        END IF;
     END LOOP;
 
     IF v_loaded AND v_dirty THEN
-        v_pc.batch_ids := v_batch;
-        v_pc.acked_ids := v_acked;
-        IF v_nacked THEN
-            v_pc := queen._pc_after_nack(v_pc);
-            v_notify := v_notify OR v_pc.lease_id IS NULL;
-        END IF;
-        PERFORM queen._pc_store(v_pc, v_notify, v_q_name, v_p_name, v_q_ns, v_q_task);
+        PERFORM queen._ack_flush(v_pc, v_batch, v_acked, v_nacked, v_notify,
+                                 v_seg.qname, v_seg.pname, v_seg.ns, v_seg.tk);
     END IF;
-
-    RETURN (SELECT jsonb_agg(x ORDER BY (x ->> 'index')::integer) FROM unnest(v_out) AS x);
+    RETURN to_jsonb(v_out);
 END;
 $$;
 

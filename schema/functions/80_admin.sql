@@ -128,7 +128,8 @@ BEGIN
                last_consumed_id = EXCLUDED.last_consumed_id,
                lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                batch_ids = NULL, acked_ids = NULL,
-               retry_message_id = NULL, retry_count = 0, retry_available_at = NULL
+               retry_message_id = NULL, retry_count = 0, retry_available_at = NULL,
+               not_before = NULL  -- a seek backwards makes old messages visible at once
         RETURNING pc.partition_id
     LOOP
         v_count := v_count + 1;

@@ -57,7 +57,8 @@ BEGIN
        SET last_consumed_created_at = NULL, last_consumed_id = 0,
            lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
            batch_ids = NULL, acked_ids = NULL,
-           retry_message_id = NULL, retry_count = 0, retry_available_at = NULL
+           retry_message_id = NULL, retry_count = 0, retry_available_at = NULL,
+           head_created_at = NULL, head_id = NULL, not_before = NULL  -- nothing left
      WHERE pc.partition_id = ANY (v_pids);
 
     DELETE FROM queen.partition_lookup pl WHERE pl.partition_id = ANY (v_pids);

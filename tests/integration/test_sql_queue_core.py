@@ -141,6 +141,18 @@ def age_messages(conn: Conn, queue: str, seconds: float) -> None:
         seconds,
         queue,
     )
+    sql(  # the ready index's instants (migration 0019) age with the messages
+        conn,
+        """UPDATE queen.partition_consumers pc
+              SET head_created_at = pc.head_created_at - make_interval(secs => %s),
+                  not_before = CASE WHEN pc.not_before < 'infinity'
+                                    THEN pc.not_before - make_interval(secs => %s)
+                                    ELSE pc.not_before END
+             FROM queen.queues q WHERE q.id = pc.queue_id AND q.name = %s""",
+        seconds,
+        seconds,
+        queue,
+    )
 
 
 def listen(dsn: str) -> Conn:

@@ -32,23 +32,24 @@ def test_migrate_uses_the_direct_url(migrated: list[str]) -> None:
     assert migrated == [DIRECT]
 
 
+class Exec(Exception):
+    """os.execve's stand-in: it never returns."""
+
+
 def test_serve_migrates_directly_and_gives_gunicorn_the_pool_url(
     migrated: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spawned: list[dict[str, Any]] = []
 
-    class FakeGunicorn:
-        def __init__(self, cmd: list[str], env: dict[str, str]) -> None:
-            spawned.append(env)
+    def fake_execve(path: str, args: list[str], env: dict[str, str]) -> None:
+        spawned.append(env)
+        raise Exec
 
-        def wait(self) -> int:
-            return 0
-
-    monkeypatch.setattr(cli.subprocess, "Popen", FakeGunicorn)
-    monkeypatch.setattr(cli.signal, "signal", lambda *args: None)
+    monkeypatch.setattr(cli.os, "execve", fake_execve)
     monkeypatch.setenv("DATABASE_DIRECT_URL", DIRECT)
     settings = load_settings({"DATABASE_URL": POOLER, "DATABASE_DIRECT_URL": DIRECT}, None)
-    assert cli.cmd_serve(settings) == 0
+    with pytest.raises(Exec):  # a configured database: `serve` becomes the gunicorn master
+        cli.cmd_serve(settings)
     assert migrated == [DIRECT]
     (env,) = spawned
     assert env["DATABASE_URL"] == POOLER and env["DATABASE_DIRECT_URL"] == DIRECT

@@ -1,0 +1,208 @@
+-- THE READY INDEX (migration 0019): how a pop finds the partitions its group may take now
+-- without looking at the others. Each step is a function of its own so that a pop reads
+-- as its steps (30_pop.sql), and so that "find candidates, then lease each one" stays two
+-- steps: on a cluster whose partitions live on several nodes, the candidates come from
+-- every node and each claim runs on the node that holds its partition.
+
+-- The queues a pop reads (a queue by name, or every queue of a namespace and/or task), and
+-- for a pop of one partition that partition (NULL queue list when it has no message yet).
+CREATE OR REPLACE FUNCTION queen._pop_scope(
+    p_queue text, p_part text, p_ns text, p_task text,
+    OUT queue_ids uuid[], OUT partition_id uuid
+) LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_queue IS NOT NULL THEN
+        SELECT array_agg(q.id) INTO queue_ids FROM queen.queues q WHERE q.name = p_queue;
+        IF queue_ids IS NOT NULL AND p_part IS NOT NULL THEN
+            SELECT p.id INTO partition_id
+              FROM queen.partitions p
+             WHERE p.queue_id = queue_ids[1] AND p.name = p_part
+               AND EXISTS (SELECT 1 FROM queen.partition_lookup pl WHERE pl.partition_id = p.id);
+            IF partition_id IS NULL THEN
+                queue_ids := NULL;
+            END IF;
+        END IF;
+    ELSIF p_ns IS NOT NULL OR p_task IS NOT NULL THEN
+        SELECT array_agg(q.id ORDER BY q.id) INTO queue_ids
+          FROM queen.queues q
+         WHERE (p_ns IS NULL OR q.namespace = p_ns) AND (p_task IS NULL OR q.task = p_task);
+    END IF;
+    queue_ids := coalesce(queue_ids, '{}');
+END;
+$$;
+
+-- Cursor rows of the given partitions (those with a message) for p_group, or with
+-- p_group NULL for every group registered for each partition's queue; an existing row gets
+-- its queue and head filled in when it lacks them (a row a seek or an ack created). A new
+-- row starts where the group's subscription says (queue mode and 'all': the beginning).
+-- Rows in (partition, group) order.
+CREATE OR REPLACE FUNCTION queen._cursor_rows(p_pids uuid[], p_group text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    WITH r AS MATERIALIZED (
+        SELECT pl.partition_id AS pid, g.grp, pl.queue_id AS qid,
+               pl.last_message_created_at AS hts, pl.last_message_id AS hid,
+               q.name AS qname, p.name AS pname, q.namespace AS ns, q.task AS tk
+          FROM queen.partition_lookup pl
+          JOIN queen.partitions p ON p.id = pl.partition_id
+          JOIN queen.queues q ON q.id = pl.queue_id
+          JOIN LATERAL (
+                SELECT p_group AS grp WHERE p_group IS NOT NULL
+                UNION ALL
+                SELECT c.consumer_group FROM queen.queue_consumer_groups c
+                 WHERE p_group IS NULL AND c.queue_id = pl.queue_id) g ON true
+         WHERE pl.partition_id = ANY (p_pids)
+    ),
+    -- The subscription's start once per (group, queue); a partition's own metadata row,
+    -- where there is one, wins (the order of queen._subscription_start).
+    qs AS (
+        SELECT k.grp, k.qid,
+               CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
+                    ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk) END AS start_ts
+          FROM (SELECT DISTINCT r.grp, r.qid, r.qname, r.ns, r.tk FROM r) k
+    )
+    INSERT INTO queen.partition_consumers AS pc
+           (partition_id, consumer_group, queue_id, head_created_at, head_id,
+            last_consumed_created_at, last_consumed_id, not_before)
+    SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
+           CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
+           x.hts  -- in the ready set since its newest message: the oldest first
+      FROM (SELECT r.pid, r.grp, r.qid, r.hts, r.hid,
+                   CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
+                        WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                        ELSE qs.start_ts END AS start_ts
+              FROM r
+              JOIN qs ON qs.grp = r.grp AND qs.qid = r.qid
+              LEFT JOIN queen.consumer_groups_metadata m
+                     ON m.consumer_group = r.grp AND m.queue_name = r.qname
+                    AND m.partition_name = r.pname AND m.namespace = '' AND m.task = ''
+                    AND r.pname <> '') x
+     ORDER BY x.pid, x.grp
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET queue_id = EXCLUDED.queue_id,
+           head_created_at = EXCLUDED.head_created_at,
+           head_id = EXCLUDED.head_id
+     WHERE pc.queue_id IS NULL OR pc.head_id IS NULL;
+END;
+$$;
+
+-- Register p_group for the queues of p_qids it is not registered for yet: from then on
+-- every partition of the queue with a message has a cursor row of the group. Once per
+-- (queue, group). The queue's registration lock (exclusive here, shared by each push's
+-- commit-time bookkeeping, migration 0019) waits for the pushes that are committing; those
+-- that commit later see the registration. So no partition's head is missed, and no open
+-- transaction holds a registration up.
+CREATE OR REPLACE FUNCTION queen._register_group(p_qids uuid[], p_group text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_q uuid;
+BEGIN
+    FOR v_q IN
+        SELECT u.id FROM unnest(p_qids) AS u(id)
+         WHERE NOT EXISTS (SELECT 1 FROM queen.queue_consumer_groups r
+                            WHERE r.queue_id = u.id AND r.consumer_group = p_group)
+         ORDER BY u.id
+    LOOP
+        PERFORM queen._registration_lock(v_q);
+        INSERT INTO queen.queue_consumer_groups (queue_id, consumer_group)
+        VALUES (v_q, p_group)
+        ON CONFLICT DO NOTHING;
+        CONTINUE WHEN NOT FOUND;
+        PERFORM queen._cursor_rows(
+            ARRAY(SELECT pl.partition_id FROM queen.partition_lookup pl WHERE pl.queue_id = v_q),
+            p_group);
+    END LOOP;
+END;
+$$;
+
+-- The cursor row of one partition for a pop of that partition, when it lacks one (or its
+-- head), under the queue's registration lock like a registration.
+CREATE OR REPLACE FUNCTION queen._cursor_row(p_pid uuid, p_group text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM 1 FROM queen.partition_consumers pc
+      WHERE pc.partition_id = p_pid AND pc.consumer_group = p_group
+        AND pc.queue_id IS NOT NULL AND pc.head_id IS NOT NULL;
+    IF NOT FOUND THEN
+        PERFORM queen._registration_lock(p.queue_id) FROM queen.partitions p WHERE p.id = p_pid;
+        PERFORM queen._cursor_rows(ARRAY[p_pid], p_group);
+    END IF;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION queen._registration_lock(p_queue_id uuid)
+RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(1364218452, hashtext(p_queue_id::text))
+$$;
+
+-- Up to p_limit partitions of the queues p_qids that p_group may take at p_now, in claim
+-- order (higher queue priority first, then the one that has waited longest), leaving out
+-- p_skip. One range scan of the ready index per queue.
+CREATE OR REPLACE FUNCTION queen._pop_candidates(
+    p_qids uuid[], p_group text, p_now timestamptz, p_skip uuid[], p_limit integer
+) RETURNS uuid[]
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF cardinality(p_qids) = 1 THEN
+        RETURN ARRAY(SELECT pc.partition_id
+                       FROM queen.partition_consumers pc
+                      WHERE pc.queue_id = p_qids[1] AND pc.consumer_group = p_group
+                        AND pc.available_at <= p_now
+                        AND pc.partition_id <> ALL (p_skip)
+                      ORDER BY pc.available_at
+                      LIMIT p_limit);
+    END IF;
+    RETURN ARRAY(SELECT x.pid
+                   FROM queen.queues q
+                  CROSS JOIN LATERAL (
+                        SELECT pc.partition_id AS pid, pc.available_at AS at
+                          FROM queen.partition_consumers pc
+                         WHERE pc.queue_id = q.id AND pc.consumer_group = p_group
+                           AND pc.available_at <= p_now
+                           AND pc.partition_id <> ALL (p_skip)
+                         ORDER BY pc.available_at
+                         LIMIT p_limit) x
+                  WHERE q.id = ANY (p_qids)
+                  ORDER BY q.priority DESC, x.at, x.pid
+                  LIMIT p_limit);
+END;
+$$;
+
+-- How many partitions of the scope p_group may take now, counted up to p_cap (the pop
+-- autopilot needs no more: it never takes more than 16 partitions).
+CREATE OR REPLACE FUNCTION queen._pop_ready_count(
+    p_qids uuid[], p_group text, p_now timestamptz, p_cap integer
+) RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT count(*) FROM (
+                SELECT 1 FROM unnest(p_qids) AS u(id)
+                 CROSS JOIN LATERAL (
+                        SELECT 1 FROM queen.partition_consumers pc
+                         WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
+                           AND pc.available_at <= p_now
+                         LIMIT p_cap) r
+                 LIMIT p_cap) x);
+END;
+$$;
+
+-- Consumers holding a live lease in the scope (distinct leases), counted up to p_cap.
+CREATE OR REPLACE FUNCTION queen._pop_active_leases(
+    p_qids uuid[], p_group text, p_now timestamptz, p_cap integer
+) RETURNS integer
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT count(DISTINCT l.lease_id) FROM (
+                SELECT r.lease_id FROM unnest(p_qids) AS u(id)
+                 CROSS JOIN LATERAL (
+                        SELECT pc.lease_id FROM queen.partition_consumers pc
+                         WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
+                           AND pc.available_at > p_now AND pc.lease_expires_at > p_now
+                         LIMIT p_cap) r
+                 LIMIT p_cap) l);
+END;
+$$;
