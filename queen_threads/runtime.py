@@ -64,6 +64,7 @@ from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
 from queen_threads.wake.peers import PeerService
+from queen_threads.wake.siblings import SiblingRelay
 from queen_threads.wake.targets import WakeTargets
 
 log = logging.getLogger("queen_threads.runtime")
@@ -162,12 +163,15 @@ class Runtime:
             secret=settings.peer_secret,
             udp_bind=settings.udp_bind,
             closed=settings.jwt_enabled,
+            origin=origin,
         )
         # Pushes and acks wake other processes after their commit (wake/notifier.py).
         self.targets = WakeTargets(
             self.store.read_wake_interest, origin, lambda: self.store.wake_epoch
         )
-        self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted)
+        # What only this instance's other workers wait for goes over their sockets.
+        self.peers.relay = SiblingRelay(self.targets, lambda: self.peers.bus)
+        self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted, self.peers.relay)
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         # The schema, migrated in the background, and whether requests may use the database.
         self.availability = Availability(self.db, self.direct_dsn)

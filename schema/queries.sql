@@ -81,8 +81,9 @@ SELECT queen.wake_batch_v2(%s::jsonb)::text;
 SELECT queen.wake_interest_v1(%s::jsonb)::text;
 
 -- name: wake_interest_read
--- The other processes' live interest rows as a notifier keeps them (wake/interest.py).
-SELECT queen.wake_interest_read_v1(%s)::text;
+-- The other processes' live interest rows, and who waits, as a notifier keeps them
+-- (wake/targets.py).
+SELECT queen.wake_interest_read_v2(%s)::text;
 
 -- name: wake_interest_withdraw
 -- This process waits for nothing any more (shutdown).

@@ -24,7 +24,7 @@ HEAD_BATCH = 200
 GROUP_CHUNK_MAX = 64
 """Most intentions of one group popped for in one database call."""
 
-WAKE_SOURCES = ("register", "push", "notify", "peer")
+WAKE_SOURCES = ("register", "push", "notify", "peer", "sibling")
 """Why a worker was woken: a new intention, a local push/ack, a LISTEN/NOTIFY, a peer (a
 group's due time needs no wake-up: the worker sleeps until it, see ``timers``)."""
 

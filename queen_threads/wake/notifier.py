@@ -12,7 +12,9 @@ per process, which sends whatever piled up in one notify-only transaction
 is in flight new events collect (duplicates merge), so under load one call carries many.
 Only the events some other process waits for are sent (wake/interest.py); the filter
 (wake/targets.py) decides that from a copy of the other processes' interest, so when
-nobody else waits there is no database call at all.
+nobody else waits there is no database call at all; and those only sibling processes of
+this instance wait for go to them over their Unix sockets (the relay, wake/siblings.py),
+so the database is called only for what processes out of their reach wait for.
 
 An event sent here carries this process's `origin`; its own listener drops it (the poll
 workers here were woken when the event was made). If the call fails (database gone), the
@@ -34,6 +36,7 @@ log = logging.getLogger("queen_threads.wake")
 Event = dict[str, Any]
 Send = Callable[[dict[str, Any]], Any]  # {"origin", "events"} -> the database call
 Wanted = Callable[[list[Event]], list[Event]]  # the events another process waits for
+Relay = Callable[[list[Event]], list[Event]]  # delivers what it can; returns the rest
 
 MAX_PENDING = 10_000  # distinct events waiting; beyond it new ones are dropped (counted)
 
@@ -53,10 +56,17 @@ class WakeNotifier:
     """A wake-up sink (QueueService.sinks): coalesces events and NOTIFYs them in the
     background, one database call at a time."""
 
-    def __init__(self, send: Send, origin: str | None = None, wanted: Wanted | None = None) -> None:
+    def __init__(
+        self,
+        send: Send,
+        origin: str | None = None,
+        wanted: Wanted | None = None,
+        relay: Relay | None = None,
+    ) -> None:
         self.send = send
         self.origin = origin or uuid.uuid4().hex
         self.wanted = wanted
+        self.relay = relay
         self._pending: dict[Hashable, Event] = {}
         self._cond = threading.Condition(threading.Lock())
         self._stopping = False
@@ -106,13 +116,15 @@ class WakeNotifier:
             self.flush(events)
 
     def flush(self, events: list[Event]) -> None:
-        """One call for the `events` another process waits for (none: no call); a
-        failure is logged and counted, never raised."""
+        """One call for the `events` another process waits for and the relay did not
+        deliver (none: no call); a failure is logged and counted, never raised."""
         wanted = events
         try:
             if self.wanted is not None:
                 wanted = self.wanted(events)
             self.unwanted += len(events) - len(wanted)
+            if self.relay is not None and wanted:
+                wanted = self.relay(wanted)
             if not wanted:
                 return
             self.calls += 1

@@ -7,19 +7,17 @@ per POST to `/internal/api/notify`, or per UDP datagram). Every HTTP peer has a 
 its own with a 0.5 s timeout (peer_sender.py), so a dead peer delays no other. Inbound: a
 notification reaches one worker process of the instance (whichever accepted it), which
 applies it and relays it to its sibling processes over Unix datagram sockets, so every
-waiter is woken. With `QUEEN_PEER_SECRET` set, notifications carry the secret (HTTP
-header) or an HMAC-SHA256 tag (UDP), and those without a valid one are dropped and counted
-(peer_auth.py). The UDP receiver binds `QUEEN_UDP_BIND` (loopback unless configured).
+waiter is woken (the same sockets carry this instance's own wake-ups: wake/siblings.py).
+With `QUEEN_PEER_SECRET` set, notifications carry the secret (HTTP header) or an
+HMAC-SHA256 tag (UDP), and those without a valid one are dropped and counted (peer_auth.py).
+The UDP receiver binds `QUEEN_UDP_BIND` (loopback unless configured).
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import logging
-import os
 import socket
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -31,6 +29,7 @@ import orjson
 from queen_threads.errors import ValidationError
 from queen_threads.wake.peer_auth import PeerAuth
 from queen_threads.wake.peer_sender import HttpPeer
+from queen_threads.wake.siblings import SiblingBus, SiblingRelay
 
 log = logging.getLogger("queen_threads.peers")
 
@@ -85,64 +84,6 @@ def udp_address(peer: str, default_port: int) -> tuple[str, int]:
     return (host or peer), int(port) if port else default_port
 
 
-SOCKET_PATH_MAX = 107  # sun_path is 108 bytes, NUL-terminated
-SHORT_TMP = "/tmp"
-
-
-def sibling_dir(instance_port: int) -> str:
-    """The folder of an instance's sibling sockets: in the temp folder, or in /tmp when a
-    deep TMPDIR would make the socket paths longer than the kernel allows (the worker
-    would fail to boot with "AF_UNIX path too long")."""
-    name = f"queen-threads-{instance_port}"
-    longest = os.path.join(tempfile.gettempdir(), name, f"w{2**22}.sock")  # pid_max
-    if len(longest.encode()) <= SOCKET_PATH_MAX:
-        return os.path.join(tempfile.gettempdir(), name)
-    return os.path.join(SHORT_TMP, name)
-
-
-class SiblingBus:
-    """Unix datagram sockets, one per worker process of this instance, for relaying."""
-
-    def __init__(self, instance_port: int) -> None:
-        self.dir = sibling_dir(instance_port)
-        os.makedirs(self.dir, mode=0o700, exist_ok=True)
-        self.path = os.path.join(self.dir, f"w{os.getpid()}.sock")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.sock.bind(self.path)
-
-    def broadcast(self, event: dict[str, Any]) -> None:
-        data = orjson.dumps(event)
-        out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        try:
-            for path in glob.glob(os.path.join(self.dir, "w*.sock")):
-                if path == self.path:
-                    continue
-                try:
-                    out.sendto(data, path)
-                except (ConnectionRefusedError, FileNotFoundError):
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)  # a worker that is gone
-                except OSError as exc:
-                    log.debug("relay to %s failed: %s", path, exc)
-        finally:
-            out.close()
-
-    def receive(self) -> dict[str, Any] | None:
-        data = self.sock.recv(MAX_DATAGRAM)
-        try:
-            event = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return None
-        return event if isinstance(event, dict) else None
-
-    def close(self) -> None:
-        self.sock.close()
-        with contextlib.suppress(OSError):
-            os.unlink(self.path)
-
-
 class PeerService:
     """Outbound notifier + inbound UDP receiver + sibling relay of one worker process."""
 
@@ -159,8 +100,10 @@ class PeerService:
         secret: str = "",
         udp_bind: str = "127.0.0.1",
         closed: bool = False,
+        origin: str = "",
     ) -> None:
         self.apply = apply
+        self.origin = origin  # names this process's sibling socket (wake/siblings.py)
         self.auth = PeerAuth(secret, closed)
         self.http_peers = [p.rstrip("/") for p in http_peers if not is_self(p, host, port)]
         self._http = [HttpPeer(url, self.auth.headers()) for url in self.http_peers]
@@ -176,11 +119,17 @@ class PeerService:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._bus: SiblingBus | None = None
+        self.relay: SiblingRelay | None = None  # the notifier's, for its counts (stats)
         self._udp: socket.socket | None = None
 
     @property
     def enabled(self) -> bool:
         return bool(self.http_peers or self.udp_peers)
+
+    @property
+    def bus(self) -> SiblingBus | None:
+        """This process's sibling socket, once bound (start)."""
+        return self._bus
 
     # -- outbound ---------------------------------------------------------------------
     def __call__(self, event: dict[str, Any]) -> None:
@@ -254,11 +203,18 @@ class PeerService:
                 event = self._bus.receive()
             except OSError:
                 return
-            if event is not None:
+            if event is None:
+                continue
+            wakes = event.get("wakes")
+            if isinstance(wakes, list):  # a sibling's push or ack (wake/siblings.py)
+                for wake in wakes:
+                    if isinstance(wake, dict):
+                        self.apply(wake, "sibling")
+            else:  # a peer's notification, relayed
                 self.apply(event, "peer")
 
     def start(self) -> None:
-        self._bus = SiblingBus(self.port)
+        self._bus = SiblingBus(self.port, self.origin)
         self._spawn(self._bus_receiver, "queen-siblings")
         if self.auth.closed and not self.auth.enabled:
             log.warning(
@@ -306,4 +262,5 @@ class PeerService:
             "rejected": dict(self.rejected),
             "authenticated": self.auth.enabled,
             "udpBind": f"{self.udp_bind}:{self.udp_port}" if self.udp_peers else None,
+            "siblingRelay": self.relay.stats() if self.relay is not None else None,
         }

@@ -14,6 +14,10 @@ row in it runs out, since renewals do not move the epoch.
 The copy can match queues by name only; a queue's namespace and task are the database's.
 While some other process waits for a namespace/task scope, every event goes to
 `queen.wake_batch_v2`, which matches scopes itself.
+
+The copy also says which processes wait (`wake_interest_read_v2`): the sibling relay
+(wake/siblings.py) hands an event that only sibling processes of this instance wait for
+to them directly, without the database.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,14 +33,19 @@ from queen_threads.polling import Clock
 
 Event = dict[str, Any]
 Read = Callable[[str], dict[str, Any]]  # origin -> {epoch, queues, scopes, ttlMs}
+NOBODY: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
 class Copy:
     epoch: int
-    queues: frozenset[str]
-    scopes: bool
+    queues: Mapping[str, frozenset[str]]  # queue -> the other processes waiting for it
+    scopes: frozenset[str]  # the other processes waiting for a namespace/task scope
     valid_until: float  # clock time the first of its rows runs out (inf: no rows)
+
+    def waiting(self, queue: str | None) -> frozenset[str]:
+        """The other processes waiting for `queue` by name."""
+        return self.queues.get(queue, NOBODY) if queue is not None else NOBODY
 
 
 class WakeTargets:
@@ -71,10 +80,11 @@ class WakeTargets:
             started = self._clock()
             data = self._read(self.origin)
             ttl_ms = data.get("ttlMs")
+            queues = data.get("queues") or {}
             copy = Copy(
                 int(data["epoch"]),
-                frozenset(data.get("queues") or ()),
-                bool(data.get("scopes")),
+                {queue: frozenset(origins) for queue, origins in queues.items()},
+                frozenset(data.get("scopes") or ()),
                 math.inf if ttl_ms is None else started + max(0.0, float(ttl_ms)) / 1000,
             )
             self._copy = copy

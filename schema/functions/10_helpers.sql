@@ -335,9 +335,10 @@ BEGIN
 END;
 $$;
 
--- The other processes' live rows, as a notifier keeps them: {epoch, queues: [names],
--- scopes: whether any namespace/task scope is waited for, ttlMs: how long until the
--- first of them runs out (null without rows)}. One snapshot: rows and epoch agree.
+-- The other processes' live rows, as notifiers before wake_interest_read_v2 keep them:
+-- {epoch, queues: [names], scopes: whether any namespace/task scope is waited for, ttlMs:
+-- how long until the first of them runs out (null without rows)}. One snapshot: rows and
+-- epoch agree.
 CREATE OR REPLACE FUNCTION queen.wake_interest_read_v1(p_origin text) RETURNS jsonb
 LANGUAGE sql STABLE AS $$
     SELECT jsonb_build_object(
@@ -348,6 +349,31 @@ LANGUAGE sql STABLE AS $$
         'ttlMs', floor(extract(epoch FROM min(i.expires_at) - now()) * 1000))
       FROM queen.wake_interest i
      WHERE i.origin IS DISTINCT FROM p_origin AND i.expires_at > now()
+$$;
+
+-- The same, with the processes that wait: {epoch, queues: {name: [origins]}, scopes:
+-- [origins waiting for a namespace/task scope], ttlMs}. A notifier hands the wake-ups
+-- that only its sibling processes wait for to them directly, over the instance's own
+-- Unix sockets, and NOTIFYs only what some process out of their reach waits for
+-- (queen_threads/wake/siblings.py).
+CREATE OR REPLACE FUNCTION queen.wake_interest_read_v2(p_origin text) RETURNS jsonb
+LANGUAGE sql STABLE AS $$
+    WITH live AS (
+        SELECT i.origin, i.selector, i.expires_at
+          FROM queen.wake_interest i
+         WHERE i.origin IS DISTINCT FROM p_origin AND i.expires_at > now()
+    )
+    SELECT jsonb_build_object(
+        'epoch', (SELECT epoch FROM queen.wake_interest_epoch),
+        'queues', coalesce((SELECT jsonb_object_agg(g.queue, g.origins)
+                              FROM (SELECT l.selector ->> 'queue' AS queue,
+                                           jsonb_agg(DISTINCT l.origin) AS origins
+                                      FROM live l WHERE l.selector ? 'queue'
+                                     GROUP BY 1) g), '{}'::jsonb),
+        'scopes', coalesce((SELECT jsonb_agg(DISTINCT l.origin)
+                              FROM live l WHERE NOT l.selector ? 'queue'), '[]'::jsonb),
+        'ttlMs', (SELECT floor(extract(epoch FROM min(l.expires_at) - now()) * 1000)
+                    FROM live l))
 $$;
 
 -- A process stops waiting for anything (shutdown): a change, like a new row (the lock

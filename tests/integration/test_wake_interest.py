@@ -160,17 +160,19 @@ def test_pushes_and_acks_return_the_epoch_that_new_interest_moves_on(store: Queu
 
 def test_the_copy_a_notifier_reads_lists_other_processes_live_rows(store: QueueStore) -> None:
     assert store.read_wake_interest("me") == {
-        "epoch": 0, "queues": [], "scopes": False, "ttlMs": None
+        "epoch": 0, "queues": {}, "scopes": [], "ttlMs": None
     }  # fmt: skip
     want(store, "me", {"namespace": "x", "task": None})  # its own: not in its copy
     want(store, "other", {"queue": "a"}, {"queue": "b"}, ttl_ms=30_000)
     want(store, "third", {"queue": "a"})
     want(store, "expired", {"queue": "c"}, ttl_ms=0)
     copy = store.read_wake_interest("me")
-    assert sorted(copy["queues"]) == ["a", "b"] and copy["scopes"] is False
+    assert sorted(copy["queues"]) == ["a", "b"] and copy["scopes"] == []
     assert 0 < copy["ttlMs"] <= 30_000
     assert copy["epoch"] == 4
-    assert store.read_wake_interest("other")["scopes"] is True
+    assert store.read_wake_interest("other")["scopes"] == ["me"]
+    # who waits: the relay hands what only siblings wait for to them (wake/siblings.py)
+    assert sorted(copy["queues"]["a"]) == ["other", "third"] and copy["queues"]["b"] == ["other"]
 
 
 def test_new_interest_waits_for_the_pushes_in_flight(migrated_dsn: str, store: QueueStore) -> None:

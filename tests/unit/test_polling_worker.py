@@ -256,6 +256,7 @@ def test_wake_counts_sources(h: Harness) -> None:
         "push": 1,
         "notify": 0,
         "peer": 2,
+        "sibling": 0,
     }
 
 

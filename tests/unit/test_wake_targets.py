@@ -12,10 +12,10 @@ from queen_threads.wake.targets import WakeTargets
 
 
 class Rows:
-    """What queen.wake_interest_read_v1 answers; counts the reads."""
+    """What queen.wake_interest_read_v2 answers; counts the reads."""
 
     def __init__(self) -> None:
-        self.answer: dict[str, Any] = {"epoch": 0, "queues": [], "scopes": False, "ttlMs": None}
+        self.answer: dict[str, Any] = {"epoch": 0, "queues": {}, "scopes": [], "ttlMs": None}
         self.reads: list[str] = []
 
     def __call__(self, origin: str) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def test_a_newer_epoch_from_a_push_makes_it_read_again(
     targets: WakeTargets, rows: Rows, epoch: Epoch
 ) -> None:
     assert targets.wanted(events("a")) == []
-    rows.answer = {"epoch": 1, "queues": ["a"], "scopes": False, "ttlMs": 60_000}
+    rows.answer = {"epoch": 1, "queues": {"a": ["other"]}, "scopes": [], "ttlMs": 60_000}
     assert targets.wanted(events("a")) == []  # nothing said the rows changed: the copy holds
     epoch.value = 1  # a push returned epoch 1
     assert targets.wanted(events("a", "b")) == events("a")
@@ -77,12 +77,12 @@ def test_a_newer_epoch_from_a_push_makes_it_read_again(
 def test_the_copy_is_read_again_when_its_first_row_runs_out(
     targets: WakeTargets, rows: Rows, clock: ManualClock
 ) -> None:
-    rows.answer = {"epoch": 0, "queues": ["a"], "scopes": False, "ttlMs": 30_000}
+    rows.answer = {"epoch": 0, "queues": {"a": ["other"]}, "scopes": [], "ttlMs": 30_000}
     assert targets.wanted(events("a")) == events("a")
     clock.advance(29.9)
     targets.wanted(events("a"))
     assert len(rows.reads) == 1
-    rows.answer = {"epoch": 0, "queues": [], "scopes": False, "ttlMs": None}  # not renewed
+    rows.answer = {"epoch": 0, "queues": {}, "scopes": [], "ttlMs": None}  # not renewed
     clock.advance(0.1)
     assert targets.wanted(events("a")) == []
     assert len(rows.reads) == 2
@@ -91,5 +91,5 @@ def test_the_copy_is_read_again_when_its_first_row_runs_out(
 def test_a_scope_waited_for_elsewhere_sends_everything_to_the_database_to_match(
     targets: WakeTargets, rows: Rows
 ) -> None:
-    rows.answer = {"epoch": 0, "queues": [], "scopes": True, "ttlMs": 60_000}
+    rows.answer = {"epoch": 0, "queues": {}, "scopes": ["other"], "ttlMs": 60_000}
     assert targets.wanted(events("a", "b")) == events("a", "b")
