@@ -44,7 +44,7 @@ from queen_threads.metrics import (
     observe_service,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
-from queen_threads.queue.metrics import MeteredQueueStore, WaitMetrics, count_buffered
+from queen_threads.queue.metrics import QueueMetrics, WaitMetrics, count_buffered
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.service import QueueService
 from queen_threads.queue.store import QueueStore
@@ -119,9 +119,8 @@ class Runtime:
         self.started_at = time.time()
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         minutes = self.instruments.minutes
-        self.store: QueueStore = MeteredQueueStore(
-            self.db, cipher, self.instruments.counters, minutes
-        )
+        queue_metrics = QueueMetrics(self.instruments.counters, minutes)
+        self.store = QueueStore(self.db, cipher, queue_metrics)
         # Other processes wake this one's long polls only where it said it waits
         # (wake/interest.py): said before every pop, under the notifier's origin.
         origin = uuid.uuid4().hex
@@ -134,7 +133,7 @@ class Runtime:
             self.db,
             cipher,
             str(self.worker_id),
-            on_decryption_error=self.store.decryption_failed,
+            on_decryption_error=queue_metrics.decryption_failed,
         )
         self.dlq = DlqStore(self.db, self.admin.plain)
         self.reads = ReadStore(self.db, cipher)
@@ -224,7 +223,7 @@ class Runtime:
             TimerStore(self.db, self.store),
             announce_pushed=self.queues.announce_pushed,
             saw_wake_epoch=self.store.saw_wake_epoch,
-            count_stored=self.store.stored_by_timers,
+            count_stored=queue_metrics.stored_by_timers,
             origin=origin,
             batch=settings.timers_fire_batch,
             max_sleep_s=settings.timers_max_sleep_ms / 1000,

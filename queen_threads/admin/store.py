@@ -33,7 +33,7 @@ class AdminStore:
         self.db = db
         self.cipher = cipher
         self.worker_id = worker_id
-        # Told of each message that could not be decrypted (QueueStore.decryption_failed).
+        # Told of each message that could not be decrypted (QueueMetrics.decryption_failed).
         self.on_decryption_error = on_decryption_error
 
     def plain(self, message: dict[str, Any]) -> dict[str, Any]:

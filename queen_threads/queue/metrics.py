@@ -2,41 +2,35 @@
 queue: Prometheus, the JSON counters and the analytics minutes), every long-poll wait, and
 the pushes the failover buffer took.
 
-The polling service takes its observer (`WaitMetrics`). The store is still measured by a
-thin subclass: it sits on the pop and ack paths that another change is rewriting, and a
-hook in them would be edited twice. The other capabilities count through observers too
-(streams/metrics.py, kv/metrics.py, streams_sdk/metrics.py).
+Observers, never subclasses: the store takes `QueueMetrics` (queue/store.py's
+`QueueObserver`), the polling service `WaitMetrics`, the queue service `count_buffered`.
+The other capabilities count the same way (streams/metrics.py, kv/metrics.py,
+streams_sdk/metrics.py).
 """
 
 from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-from queen_threads.crypto import PayloadCipher
-from queen_threads.db import Database
 from queen_threads.metrics.counters import ProcessCounters
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.labels import inc, inc_counts
 from queen_threads.metrics.minutes import QueueMinutes
 from queen_threads.polling import PollIntention, Response
-from queen_threads.queue.store import QueueStore
 
 
-class MeteredQueueStore(QueueStore):
-    """QueueStore counting what the database did: pushes, deliveries, acks, by queue (in
-    Prometheus, the JSON counters and the analytics minutes)."""
+class QueueMetrics:
+    """The queue store's observer (`QueueStore(observer=...)`): counts what the database
+    did, pushes, deliveries, acks, by queue (in Prometheus, the JSON counters and the
+    analytics minutes), and the messages that could not be decrypted. The timers' fire
+    and the admin reads tell it theirs too (`stored_by_timers`, `decryption_failed`)."""
 
     def __init__(
-        self,
-        db: Database,
-        cipher: PayloadCipher | None = None,
-        counters: ProcessCounters | None = None,
-        minutes: QueueMinutes | None = None,
+        self, counters: ProcessCounters | None = None, minutes: QueueMinutes | None = None
     ) -> None:
-        super().__init__(db, cipher)
         self.counters = counters
         self.minutes = minutes
 
@@ -51,21 +45,19 @@ class MeteredQueueStore(QueueStore):
             self.minutes.add_counts("pushed", queued)
         return counts
 
-    def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = super().push(items)
+    def pushed(self, items: list[dict[str, Any]], results: list[dict[str, Any]]) -> None:
         counts = self._pushed(
             (str(item.get("queue") or ""), str(result.get("status") or "failed"))
             for item, result in zip(items, results, strict=False)
         )
         if any(status == "failed" for _, status in counts):
             _count_rejected(results)
-        return results
 
     def stored_by_timers(self, counts: dict[str, int]) -> None:
+        """Messages the timers' fire stored, per queue (pushes by another path)."""
         self._pushed((queue, "queued") for queue, n in counts.items() for _ in range(int(n)))
 
-    def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = super().pop(requests)
+    def popped(self, results: list[dict[str, Any]]) -> None:
         delivered = [
             (str(m.get("queue") or ""),) for result in results for m in result.get("messages") or ()
         ]
@@ -75,9 +67,9 @@ class MeteredQueueStore(QueueStore):
                 self.counters.popped.add(len(delivered))
             if self.minutes is not None:
                 self.minutes.add("popped", (queue for (queue,) in delivered))
-        return results
 
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
+        """An outgoing message could not be decrypted (already logged)."""
         prom().decryption_errors.labels(str(message.get("queue") or "")).inc()
         if self.counters is not None:
             self.counters.decryption_errors.add(1)
@@ -89,8 +81,7 @@ class MeteredQueueStore(QueueStore):
         if self.minutes is not None:
             self.minutes.add_acks(pairs)
 
-    def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results = super().ack(acks)
+    def acked(self, results: list[dict[str, Any]]) -> None:
         self._acked(
             [
                 (
@@ -100,15 +91,8 @@ class MeteredQueueStore(QueueStore):
                 for r in results
             ]
         )
-        return results
 
-    def transaction(
-        self,
-        operations: list[dict[str, Any]],
-        required_leases: list[str] | None = None,
-        riders: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        result = super().transaction(operations, required_leases, riders)
+    def transacted(self, result: dict[str, Any]) -> None:
         _count_rejected(r for r in result.get("results") or () if r.get("type") == "push")
         if result.get("success"):
             rows = result.get("results") or []
@@ -126,7 +110,6 @@ class MeteredQueueStore(QueueStore):
                     if r.get("type") == "ack"
                 ]
             )
-        return result
 
 
 def _count_rejected(results: Iterable[dict[str, Any]]) -> None:

@@ -4,13 +4,16 @@ The store is the only caller of the queue functions in `schema/functions/`. It a
 PostgreSQL cannot do itself: AES-GCM encryption of payloads and their decryption (a
 payload that cannot be decrypted goes out as `data: null` with a `decryptionError` marker,
 see crypto.open_message).
+
+What the database did is told to an observer when there is one (queue/metrics.py counts
+it), one `if` per call; without one nothing is counted.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
@@ -46,12 +49,33 @@ def expand_push_results(
     return results
 
 
+class QueueObserver(Protocol):
+    """Sees what the database did (queue/metrics.py counts it): each method hears one
+    call's input and answer, after the call returned."""
+
+    def pushed(self, items: list[dict[str, Any]], results: list[dict[str, Any]]) -> None: ...
+
+    def popped(self, results: list[dict[str, Any]]) -> None: ...
+
+    def acked(self, results: list[dict[str, Any]]) -> None: ...
+
+    def transacted(self, result: dict[str, Any]) -> None: ...
+
+    def decryption_failed(self, message: dict[str, Any], reason: str) -> None: ...
+
+
 class QueueStore:
     """Queue operations over the database; values always travel as bind parameters."""
 
-    def __init__(self, db: Database, cipher: PayloadCipher | None = None) -> None:
+    def __init__(
+        self,
+        db: Database,
+        cipher: PayloadCipher | None = None,
+        observer: QueueObserver | None = None,
+    ) -> None:
         self.db = db
         self.cipher = cipher
+        self.observer = observer
         # The newest wake-interest epoch a push or ack returned (wake/targets.py).
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
@@ -65,7 +89,10 @@ class QueueStore:
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rows, epoch = self.db.call_and("push_messages", self.seal(items))
         self._saw_wake_epoch(epoch)
-        return expand_push_results(items, rows)
+        results = expand_push_results(items, rows)
+        if self.observer is not None:
+            self.observer.pushed(items, results)
+        return results
 
     def seal(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`items` ready to store: the payloads bound for encrypted queues encrypted."""
@@ -99,21 +126,23 @@ class QueueStore:
         for result in results:
             for message in result.get("messages") or ():
                 self.open_message(message)
+        if self.observer is not None:
+            self.observer.popped(results)
         return results
 
     def open_message(self, message: dict[str, Any]) -> None:
         """Decrypt an outgoing message in place (see crypto.open_message)."""
         reason = open_message(message, self.cipher)
-        if reason is not None:
-            self.decryption_failed(message, reason)
-
-    def decryption_failed(self, message: dict[str, Any], reason: str) -> None:
-        """An outgoing message could not be decrypted (already logged); counted by metrics."""
+        if reason is not None and self.observer is not None:
+            self.observer.decryption_failed(message, reason)
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        results, epoch = self.db.call_and("ack_messages", {"acks": acks})
+        rows, epoch = self.db.call_and("ack_messages", {"acks": acks})
         self._saw_wake_epoch(epoch)
-        return list(results)
+        results = list(rows)
+        if self.observer is not None:
+            self.observer.acked(results)
+        return results
 
     def transaction(
         self,
@@ -137,17 +166,16 @@ class QueueStore:
         if timers:
             riders["timers"] = self._sealed(timers, queues)
         body = {"operations": sent, "requiredLeases": required_leases or [], **riders}
-        return dict(self.db.call("execute_transaction", body))
+        result = dict(self.db.call("execute_transaction", body))
+        if self.observer is not None:
+            self.observer.transacted(result)
+        return result
 
     # -- for the timers room (timers/store.py, timers/service.py) ----------------------
     def encrypted_queues(self, items: list[dict[str, Any]]) -> set[str]:
         """The queues of `items` (anything with a "queue") whose payloads are stored
         encrypted: a timer's payload is sealed when it is scheduled."""
         return self._encrypted_queues(items)
-
-    def stored_by_timers(self, counts: dict[str, int]) -> None:
-        """Messages the timers' fire stored, per queue (pushes by another path): counted
-        by metrics (queue/metrics.py)."""
 
     def saw_wake_epoch(self, epoch: int) -> None:
         """A write outside this store (a timer's fire) returned this wake-interest epoch."""

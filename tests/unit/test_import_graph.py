@@ -168,3 +168,28 @@ def test_every_folder_of_python_files_is_a_package() -> None:
         str(f.relative_to(PACKAGE)) for f in folders if not (f / "__init__.py").exists()
     )
     assert missing == []
+
+
+def test_no_class_subclasses_a_store() -> None:
+    """Stores take their observer (queue/metrics.py, streams/metrics.py, ...): no subclass
+    of a store exists, to count or otherwise."""
+    stores = {
+        node.name
+        for path in PACKAGE.rglob("store.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef) and node.name.endswith("Store")
+    }
+    assert {"QueueStore", "StreamStore", "KvStore"} <= stores
+    subclasses = sorted(
+        f"{module_name(path)}.{node.name}"
+        for path in PACKAGE.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(), str(path)))
+        if isinstance(node, ast.ClassDef) and any(_base_name(base) in stores for base in node.bases)
+    )
+    assert subclasses == []
+
+
+def _base_name(base: ast.expr) -> str:
+    if isinstance(base, ast.Attribute):
+        return base.attr
+    return base.id if isinstance(base, ast.Name) else ""
