@@ -46,7 +46,7 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
 $$;
 
 -- acquire: the owner's live permit if it has one (`already`), else a free slot (tried
--- in random order, so a crowd spreads), else `held`. Taking a slot whose row expired is
+-- in slot order, the order every caller locks them in), else `held`. Taking a slot whose row expired is
 -- a take-over. Of N racing callers on one slot, the conflict arm's row lock lets one win.
 CREATE OR REPLACE FUNCTION queen._lock_acquire(p_op jsonb, p_now timestamptz)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -75,7 +75,8 @@ BEGIN
          WHERE NOT EXISTS (SELECT 1 FROM queen.kv k WHERE k.namespace = 'queen-locks'
                               AND k.key = queen._lock_key(v_name, s)
                               AND queen._kv_live(k.expires_at, p_now))
-         ORDER BY random()
+         ORDER BY s  -- one order for every caller: a conflict locks the slot's row even when
+                     -- it is not taken, so racing callers in random orders deadlocked
     LOOP
         INSERT INTO queen.kv AS k (namespace, key, value, version, expires_at, created_at, updated_at)
         VALUES ('queen-locks', queen._lock_key(v_name, v_slot),
