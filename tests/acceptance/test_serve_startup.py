@@ -45,13 +45,25 @@ def maps_driver(pid: int) -> bool:
     return "_psycopg" in Path(f"/proc/{pid}/maps").read_text()
 
 
+def _children(proc: psutil.Process, n: int, timeout: float) -> list[psutil.Process]:
+    """proc's children once there are n of them (a fork has no event to wait on: polled
+    until the deadline), else those there are then."""
+    deadline = time.monotonic() + timeout
+    children = proc.children()
+    while len(children) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+        children = proc.children()
+    return children
+
+
 def test_serve_with_a_database_becomes_the_gunicorn_master(migrated_dsn: str) -> None:
     srv = ServeProcess(migrated_dsn, workers=2).start()
     try:
         assert srv.proc is not None
         master = psutil.Process(srv.proc.pid)
         assert is_gunicorn(master), f"no launcher stays resident: {master.cmdline()}"
-        workers = master.children()
+        # /health answers as soon as one worker serves; the other may still be forking
+        workers = _children(master, 2, timeout=15.0)
         assert len(workers) == 2 and all(is_gunicorn(w) for w in workers)
         r = push(srv.url, qname(), {"n": 1})
         assert r.status_code == 201, r.text
