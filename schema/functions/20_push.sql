@@ -220,6 +220,7 @@ DECLARE
     v_shift   bigint;
     v_pids    uuid[];
     v_pshift  jsonb;
+    v_gen     boolean;
 BEGIN
 
     -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
@@ -263,6 +264,10 @@ BEGIN
     -- from an intermediate result is sent to every node, one from a function only to the
     -- nodes its rows go to. Each answer row finds its item by its offset (the item at
     -- 0-based position i got its partition's shift + i).
+    -- (Looking an item up costs: only when some item came without a transactionId, which
+    -- the server never sends.)
+    v_gen := jsonb_path_exists(p_items,
+                               '$[*] ? (!exists(@.transactionId) || @.transactionId == null)');
     IF v_shift IS NULL THEN
         SELECT jsonb_object_agg(pr ->> 4, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
           INTO v_pshift
@@ -294,7 +299,8 @@ BEGIN
     )
     SELECT json_agg(json_build_array('queued', r.id::text, r.partition_id, r.trace_id,
                                      NULL, NULL,
-                                     CASE WHEN p_items -> r.idx ->> 'transactionId' IS NULL
+                                     CASE WHEN v_gen
+                                               AND p_items -> r.idx ->> 'transactionId' IS NULL
                                           THEN r.transaction_id END)
                     ORDER BY r.idx)
       INTO v_result
