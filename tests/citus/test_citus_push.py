@@ -353,3 +353,29 @@ def test_a_push_over_both_workers_commits_as_a_whole(
             f" DROP TRIGGER IF EXISTS cp_refuse ON {bad_shard};"
             " DROP FUNCTION IF EXISTS public.cp_refuse()",
         )
+
+
+def test_pushes_keep_the_cursor_rows_of_registered_groups_on_the_worker(
+    citus_dsn: str, http: httpx.Client
+) -> None:
+    """Migration 0019's commit-time trigger, on the shard's worker: a partition's first
+    message creates the cursor rows of the groups registered for its queue, and every push
+    moves their head to its newest message (the coordinator's push and the delegated one)."""
+    q = _name()
+    _configure(http, q)
+    _sql(
+        citus_dsn,
+        "INSERT INTO queen.queue_consumer_groups (queue_id, consumer_group)"
+        " SELECT id, 'g1' FROM queen.queues WHERE name = %s",
+        (q,),
+    )
+    results = [_push(http, [{"queue": q, "partition": "x", "payload": n}])[0] for n in range(3)]
+    pid = results[0]["partition_id"]
+    port, _, shard = _holder(citus_dsn, "queen.partition_consumers", pid)
+    rows = _sql(
+        _worker_dsn(citus_dsn, port),
+        f"SELECT consumer_group, head_id, available_at IS NOT NULL FROM {shard}"
+        " WHERE partition_id = %s",
+        (pid,),
+    )
+    assert rows == [("g1", int(results[-1]["message_id"]), True)]
