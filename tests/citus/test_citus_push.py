@@ -217,6 +217,9 @@ def test_an_encrypted_queue_stores_ciphertext_on_its_worker(
     stored = _stored_on_worker(citus_dsn, results[0]["partition_id"])
     assert [r[4] for r in stored] == [True, True]
     assert all("secret" not in str(r[2]) for r in stored)
+    # the second one was delegated to the holder, and took the fast path there
+    _, group, _ = _holder(citus_dsn, "queen.messages", results[0]["partition_id"])
+    assert int(results[1]["message_id"]) // WORKER_IDS == group
 
 
 def test_concurrent_pushes_through_the_batcher_are_all_stored_in_order(
