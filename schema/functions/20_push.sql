@@ -536,7 +536,10 @@ BEGIN
                     RAISE;  -- cannot happen: the probe excluded every stored message
                 END IF;
                 v_probe := true;
-            WHEN deadlock_detected THEN
+            WHEN deadlock_detected OR foreign_key_violation THEN
+                -- (foreign_key_violation: the partition was deleted, by retention's cleanup
+                -- of idle empty partitions, between its lookup and its counters row; the
+                -- next attempt creates it again)
                 v_deadlocks := v_deadlocks + 1;
                 IF v_deadlocks = 3 THEN
                     RAISE;
