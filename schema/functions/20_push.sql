@@ -5,7 +5,8 @@
 -- queen._push_retrying.
 --
 -- Input: array of {queue, partition (default "Default"), payload (any JSON; missing = null),
---        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?}
+--        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?,
+--        traceContext? (the W3C trace context, checked by the server, 0021)}
 --        The HTTP push sets producerSub from the caller's verified token, never from the body.
 -- Output: array in input order of
 --   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
@@ -205,11 +206,12 @@ BEGIN
     ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
-                is_encrypted, created_at, partition_offset)
+                is_encrypted, created_at, partition_offset, trace_context)
         OVERRIDING SYSTEM VALUE
         SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
                nullif(n.e ->> 'producerSub', ''),
-               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
+               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off,
+               n.e -> 'traceContext'
           FROM n
     )
     SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
@@ -249,7 +251,8 @@ BEGIN
                e ->> 'transactionId' IS NULL AS txn_generated,
                queen._try_uuid(e ->> 'traceId') AS trace_id,
                nullif(e ->> 'producerSub', '') AS producer_sub,
-               coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+               coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc,
+               e -> 'traceContext' AS trace_context
           FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
     ),
     mapped AS MATERIALIZED (
@@ -303,10 +306,11 @@ BEGIN
     ins AS (
         INSERT INTO queen.messages
                (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
-                created_at, partition_offset)
+                created_at, partition_offset, trace_context)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
                greatest(v_ts, pl.last_message_created_at),
-               c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
+               c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1,
+               c.trace_context
           FROM cand c
           LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
