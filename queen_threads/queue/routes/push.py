@@ -22,6 +22,7 @@ from queen_threads.http.request import json_object, media
 from queen_threads.queue import capacity
 from queen_threads.queue.body import push_items
 from queen_threads.queue.service import QueueService
+from queen_threads.telemetry import annotate
 from queen_threads.telemetry.incoming import request_context
 from queen_threads.telemetry.metrics import count_invalid
 
@@ -42,6 +43,7 @@ class Push:
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
         items = push_items(raw, sub, request_context(req), count_invalid)
+        annotate.sent(req, items)
         results = self.queues.push(items) if items else []
         retry_after_when_full(resp, results)
         media(resp, results, 201)
