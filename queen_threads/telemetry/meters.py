@@ -4,13 +4,12 @@ that takes OTLP needs no scrape. Imported only when metrics are on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import falcon
 from opentelemetry.metrics import Meter
 
-if TYPE_CHECKING:
-    from queen_threads.telemetry.spans import RequestSpan
+from queen_threads.telemetry.operations import Operation
 
 SYSTEM = "queen"
 
@@ -34,27 +33,36 @@ class Meters:
             description="Messages delivered by pops, stream polls and offset reads.",
         )
 
-    def request(self, req: falcon.Request, status: int, elapsed: float, state: RequestSpan) -> None:
+    def request(
+        self,
+        req: falcon.Request,
+        status: int,
+        elapsed: float,
+        op: Operation | None,
+        destination: str | None,
+        messages: int,
+    ) -> None:
+        """One request: its duration, and for a messaging operation the messages it
+        pushed or delivered."""
         http: dict[str, Any] = {"http.request.method": req.method,
                                 "http.response.status_code": status}  # fmt: skip
         if req.uri_template:
             http["http.route"] = req.uri_template
         self.duration.record(elapsed, http)
-        op = state.op
         if op is None:
             return
         attributes: dict[str, Any] = {"messaging.system": SYSTEM,
                                       "messaging.operation.name": op.name}  # fmt: skip
         if op.type is not None:
             attributes["messaging.operation.type"] = op.type
-        if state.destination:
-            attributes["messaging.destination.name"] = state.destination
+        if destination:
+            attributes["messaging.destination.name"] = destination
         if status >= 400:
             attributes["error.type"] = str(status)
         self.operation.record(elapsed, attributes)
-        if status >= 300 or not state.messages:
+        if status >= 300 or not messages:
             return
         if op.type == "send":
-            self.sent.add(state.messages, attributes)
+            self.sent.add(messages, attributes)
         elif op.type == "receive":
-            self.consumed.add(state.messages, attributes)
+            self.consumed.add(messages, attributes)

@@ -176,7 +176,8 @@ class RequestSpans:
         span.end()
         otel_context.detach(state.token)  # type: ignore[arg-type]
         if self.meters is not None:
-            self.meters.request(req, status, time.perf_counter() - state.started, state)
+            elapsed = time.perf_counter() - state.started
+            self.meters.request(req, status, elapsed, op, state.destination, state.messages)
 
     def _received(self, state: RequestSpan, resp: falcon.Response) -> None:
         body = resp.data if resp.data is not None else getattr(resp.stream, "body", None)
