@@ -29,9 +29,11 @@ from typing import Any  # noqa: E402
 
 from queen_threads.auth import build_verifier  # noqa: E402
 from queen_threads.settings import load_settings  # noqa: E402
+from queen_threads.telemetry import service as telemetry  # noqa: E402
 
 _settings = load_settings()  # a malformed variable stops the master with one clear line
 build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
+telemetry.check(os.environ)  # and OTEL_* variables without the OpenTelemetry SDK
 
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.num_workers

@@ -88,3 +88,17 @@ def test_database_name() -> None:
     assert database_name("postgresql://u:p@h:5432/queen%2Dx?sslmode=disable") == "queen-x"
     assert database_name("host=/tmp port=5 dbname=q user=u") == "q"
     assert database_name("host=h") is None
+
+
+def test_variables_asking_for_export_without_the_sdk_stop_the_server(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from queen_threads.errors import ConfigError
+    from queen_threads.telemetry import service
+
+    service.check({})  # nothing asked for: nothing looked up
+    service.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})  # installed here
+    monkeypatch.setattr(service, "NEEDED", ("opentelemetry.not_installed",))
+    service.check({})
+    with pytest.raises(ConfigError, match=r"pip install 'queen-threads\[otel\]'"):
+        service.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})
