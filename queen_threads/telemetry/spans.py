@@ -170,7 +170,12 @@ class RequestSpans:
             span.set_attribute("error.type", str(status))
         op = state.op
         if op is not None:
-            if op.type == "receive" and status == 200:
+            # the answer's messages: for the links (sampled) and the counters (metrics on)
+            if (
+                op.type == "receive"
+                and status == 200
+                and (span.is_recording() or self.meters is not None)
+            ):
                 self._received(state, resp)
             self._name(state, op)
         span.end()
