@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -58,8 +58,13 @@ class Receiver:
     spans: list[Span] = field(default_factory=list)
     metrics: list[dict[str, Any]] = field(default_factory=list)
     changed: threading.Condition = field(default_factory=threading.Condition)
+    decode: bool = True  # False: only count the bytes (a benchmark's sink)
+    received_bytes: int = 0
 
     def add_traces(self, body: bytes) -> None:
+        self.received_bytes += len(body)
+        if not self.decode:
+            return
         request = ExportTraceServiceRequest.FromString(body)
         found = []
         for rs in request.resource_spans:
@@ -106,15 +111,15 @@ class Receiver:
 
 
 @contextmanager
-def otlp_receiver() -> Iterator[Receiver]:
-    receiver = Receiver()
+def otlp_receiver(port: int = 0, decode: bool = True) -> Iterator[Receiver]:
+    receiver = Receiver(decode=decode)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             if self.headers.get("Content-Encoding") == "gzip":
                 body = gzip.decompress(body)
-            if self.path == "/v1/traces":
+            if self.path == "/v1/traces" or not receiver.decode:
                 receiver.add_traces(body)
                 answer = ExportTraceServiceResponse().SerializeToString()
             elif self.path == "/v1/metrics":
@@ -132,7 +137,7 @@ def otlp_receiver() -> Iterator[Receiver]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
     receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -142,3 +147,25 @@ def otlp_receiver() -> Iterator[Receiver]:
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def main() -> None:
+    """`python -m tests.support.otlp PORT`: a sink for a benchmark of the server with its
+    spans on (docs/benchmarks.md, OpenTelemetry): answers every export at once without
+    decoding it (as a collector elsewhere would cost this machine nothing); prints the
+    bytes it took at exit."""
+    import signal
+    import sys
+
+    port = int(sys.argv[1]) if len(sys.argv) > 1 else 4318
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    with otlp_receiver(port, decode=False) as receiver:
+        print(f"OTLP sink on {receiver.url}", flush=True)
+        with suppress(KeyboardInterrupt):
+            done.wait()
+        print(f"{receiver.received_bytes} bytes of OTLP received", flush=True)
+
+
+if __name__ == "__main__":
+    main()
