@@ -22,6 +22,11 @@ MISSING = (
 NEEDED = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
 
 
+def wanted(env: Mapping[str, str]) -> bool:
+    """Whether the environment asks for spans or metrics."""
+    return from_env(env).enabled
+
+
 def check(env: Mapping[str, str]) -> None:
     """ConfigError when telemetry is asked for and the SDK is missing (imports nothing)."""
     if from_env(env).enabled and any(_missing(name) for name in NEEDED):
