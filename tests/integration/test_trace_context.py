@@ -167,3 +167,15 @@ def test_a_dlq_requeue_keeps_it(admin: AdminApi) -> None:
     assert res.status_code in (200, 201), res.text
     [again] = admin.pop(q)
     assert again["traceContext"] == CONTEXT
+
+
+def test_the_streaming_sdks_source_pop_carries_it(admin: AdminApi) -> None:
+    """The SDK's source is a group pop over several partitions (the official clients'
+    runner: `consumerGroup`, `partitions=4`, `batch=200`), its messages kept as they come."""
+    q = name("sdk")
+    push(admin, q, [{"payload": 1, "partition": "a"}, {"payload": 2, "partition": "b",
+                    "traceparent": OTHER}], HEADERS)  # fmt: skip
+    res = admin.get(f"/pop/queue/{q}", batch=200, partitions=4, wait="false",
+                    consumerGroup="streams.q1", subscriptionMode="all")  # fmt: skip
+    by_partition = {m["partition"]: m["traceContext"] for m in popped(res)}
+    assert by_partition == {"a": CONTEXT, "b": {"traceparent": OTHER}}
