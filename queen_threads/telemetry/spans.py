@@ -73,6 +73,24 @@ def delivered(body: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return [], answer
 
 
+def settled(body: bytes) -> tuple[int | None, str | None]:
+    """How many acknowledgments an ack's answer holds, and their one queue (or stream)."""
+    try:
+        answer = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, None
+    where = None
+    if isinstance(answer, dict):
+        where = answer.get("queue") or answer.get("stream")
+        answer = answer.get("results")
+    if not isinstance(answer, list):
+        return None, where if isinstance(where, str) else None
+    queues = {r.get("queueName") for r in answer if isinstance(r, dict)} - {None}
+    if where is None and len(queues) == 1:
+        where = queues.pop()
+    return len(answer), where if isinstance(where, str) else None
+
+
 class RequestSpan:
     """One request's span, kept on `req.context` (annotate.py reaches it there)."""
 
@@ -177,6 +195,8 @@ class RequestSpans:
                 and (span.is_recording() or self.meters is not None)
             ):
                 self._received(state, resp)
+            elif op.type == "settle" and status == 200 and span.is_recording():
+                self._settled(state, resp)
             self._name(state, op)
         span.end()
         otel_context.detach(state.token)  # type: ignore[arg-type]
@@ -194,6 +214,15 @@ class RequestSpans:
         state.group = state.group or answer.get("consumerGroup")
         if state.span.is_recording():
             state.link([m.get("traceContext") for m in messages])
+
+    @staticmethod
+    def _settled(state: RequestSpan, resp: falcon.Response) -> None:
+        if not resp.data:
+            return
+        count, where = settled(resp.data)
+        if count is not None:
+            state.count(count)
+        state.destination = state.destination or where
 
     @staticmethod
     def _name(state: RequestSpan, op: Operation) -> None:

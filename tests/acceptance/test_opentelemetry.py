@@ -78,7 +78,12 @@ def test_a_message_trace_goes_from_its_producer_through_push_and_pop(
         params = {"batch": 10, "wait": "false", "consumerGroup": "billing"}
         r = consumer.get(f"/api/v1/pop/queue/{q}", params=params, headers={"traceparent": consumed})
         assert r.status_code == 200, r.text
-    messages = r.json()["messages"]
+        messages = r.json()["messages"]
+        acks = [{"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                 "leaseId": m["leaseId"], "status": "completed"} for m in messages]  # fmt: skip
+        body = {"acknowledgments": acks, "consumerGroup": "billing"}
+        acked = consumer.post("/api/v1/ack/batch", json=body, headers={"traceparent": consumed})
+        assert acked.status_code == 200, acked.text
     assert [m["traceContext"] for m in messages] == [
         {"traceparent": produced, "tracestate": "vendor=1"}
     ] * 2
@@ -106,6 +111,10 @@ def test_a_message_trace_goes_from_its_producer_through_push_and_pop(
     assert pop.attributes["messaging.consumer.group.name"] == "billing"
     assert pop.attributes["messaging.batch.message_count"] == 2
     assert receiver.wait_for(lambda s: s.parent_span_id == pop.span_id).kind == CLIENT
+    ack = receiver.wait_for(lambda s: s.trace_id == c_trace and s.name == f"ack {q}")
+    assert ack.parent_span_id == c_span
+    assert ack.attributes["messaging.operation.type"] == "settle"
+    assert ack.attributes["messaging.batch.message_count"] == 2
 
 
 def test_a_long_poll_span_covers_its_wait_and_says_when_a_push_woke_it(
