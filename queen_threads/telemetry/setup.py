@@ -25,7 +25,8 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from queen_threads import __version__
 from queen_threads.telemetry.config import DEFAULT_SERVICE_NAME, OtelConfig
 from queen_threads.telemetry.meters import Meters
-from queen_threads.telemetry.spans import RequestSpans, StatementSpans
+from queen_threads.telemetry.spans import RequestSpans
+from queen_threads.telemetry.statements import StatementSpans
 
 SCOPE = "queen_threads"
 FLUSH_TIMEOUT_MS = 5000  # what a stopping worker gives its last export

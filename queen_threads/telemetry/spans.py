@@ -1,8 +1,9 @@
 """The server's spans (imported only when telemetry is on, config.py): one SERVER span per
 request, named and described by the messaging semantic conventions where the route is a
 messaging operation (operations.py), the child of the request's incoming W3C context and
-linked to the producer contexts of the messages it pushes or delivers; one CLIENT child
-per database call made while it is current.
+linked to the producer contexts of the messages it pushes or delivers (answers.py reads
+them from the answer); statements.py makes a CLIENT child per database call made while
+it is current.
 
 The span is the request greenlet's current context from `process_request` to
 `process_response` (greenlets each have their own contextvars), so a database call made
@@ -13,12 +14,10 @@ retention) find no span and make none.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import falcon
-import orjson
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.propagators.textmap import Getter
@@ -26,6 +25,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from queen_threads.telemetry.annotate import SPAN
+from queen_threads.telemetry.answers import delivered, settled
 from queen_threads.telemetry.meters import Meters
 from queen_threads.telemetry.operations import Operation, operation
 
@@ -51,44 +51,6 @@ def link_of(carrier: Any) -> Link | None:
         return None
     found = trace.get_current_span(_W3C.extract(carrier)).get_span_context()
     return Link(found) if found.is_valid else None
-
-
-def delivered(body: bytes) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The messages of an answer that delivers some (pop, stream window, ephemeral pop,
-    offset read) and the object they came in."""
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return [], {}
-    if not isinstance(answer, dict):
-        return [], {}
-    if isinstance(answer.get("window"), dict):
-        answer = answer["window"]
-    if isinstance(answer.get("messages"), list):
-        return [m for m in answer["messages"] if isinstance(m, dict)], answer
-    if isinstance(answer.get("entries"), list):
-        records = [r for e in answer["entries"] if isinstance(e, dict)
-                   for r in e.get("records") or () if isinstance(r, dict)]  # fmt: skip
-        return records, answer
-    return [], answer
-
-
-def settled(body: bytes) -> tuple[int | None, str | None]:
-    """How many acknowledgments an ack's answer holds, and their one queue (or stream)."""
-    try:
-        answer = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        return None, None
-    where = None
-    if isinstance(answer, dict):
-        where = answer.get("queue") or answer.get("stream")
-        answer = answer.get("results")
-    if not isinstance(answer, list):
-        return None, where if isinstance(where, str) else None
-    queues = {r.get("queueName") for r in answer if isinstance(r, dict)} - {None}
-    if where is None and len(queues) == 1:
-        where = queues.pop()
-    return len(answer), where if isinstance(where, str) else None
 
 
 class RequestSpan:
@@ -234,26 +196,3 @@ class RequestSpans:
             span.update_name(op.name)
         if state.group:
             span.set_attribute("messaging.consumer.group.name", state.group)
-
-
-class StatementSpans:
-    """A CLIENT span per database call made while a recording span is current (the
-    metered Database calls `statement(name)` around each, metrics/metered.py)."""
-
-    def __init__(self, tracer: trace.Tracer, database: str | None) -> None:
-        self.tracer = tracer
-        self.attributes = {"db.system.name": "postgresql"}
-        if database:
-            self.attributes["db.namespace"] = database
-
-    @contextmanager
-    def statement(self, name: str) -> Iterator[None]:
-        if not trace.get_current_span().is_recording():
-            yield
-            return
-        with self.tracer.start_as_current_span(
-            name,
-            kind=SpanKind.CLIENT,
-            attributes={**self.attributes, "db.operation.name": name},
-        ):
-            yield

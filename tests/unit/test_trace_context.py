@@ -102,3 +102,23 @@ def test_variables_asking_for_export_without_the_sdk_stop_the_server(
     service.check({})
     with pytest.raises(ConfigError, match=r"pip install 'queen-threads\[otel\]'"):
         service.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})
+
+
+def test_what_a_messaging_answer_says_for_its_span() -> None:
+    import orjson
+
+    from queen_threads.telemetry.answers import delivered, settled
+
+    pop = {"queue": "q", "consumerGroup": "g", "messages": [{"id": "1"}, None, {"id": "2"}]}
+    assert delivered(orjson.dumps(pop)) == ([{"id": "1"}, {"id": "2"}], pop)
+    window = {"window": {"stream": "s", "messages": [{"id": "1"}]}}
+    assert delivered(orjson.dumps(window))[0] == [{"id": "1"}]
+    fetch = {"entries": [{"records": [{"offset": 0}, {"offset": 1}]}, {"records": []}]}
+    assert delivered(orjson.dumps(fetch))[0] == [{"offset": 0}, {"offset": 1}]
+    assert delivered(b"[1, 2]") == ([], {}) and delivered(b"not json") == ([], {})
+    acks = [{"queueName": "q"}, {"queueName": "q"}]
+    assert settled(orjson.dumps(acks)) == (2, "q")
+    assert settled(orjson.dumps([{"queueName": "a"}, {"queueName": "b"}])) == (2, None)
+    assert settled(orjson.dumps({"queue": "e", "results": [{}, {}, {}]})) == (3, "e")
+    assert settled(orjson.dumps({"stream": "s", "success": True})) == (None, "s")
+    assert settled(b"{") == (None, None)
