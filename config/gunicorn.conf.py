@@ -19,6 +19,7 @@ from gevent import monkey
 monkey.patch_all()
 
 import gc  # noqa: E402
+import importlib  # noqa: E402
 import math  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
@@ -29,9 +30,11 @@ from typing import Any  # noqa: E402
 
 from queen_threads.auth import build_verifier  # noqa: E402
 from queen_threads.settings import load_settings  # noqa: E402
+from queen_threads.telemetry import service as telemetry  # noqa: E402
 
 _settings = load_settings()  # a malformed variable stops the master with one clear line
 build_verifier(_settings)  # so does JWT_ENABLED=true without a usable key
+telemetry.check(os.environ)  # and OTEL_* variables without the OpenTelemetry SDK
 
 bind = f"{_settings.host}:{_settings.port}"
 workers = _settings.num_workers
@@ -91,6 +94,11 @@ def import_shared_modules() -> None:
 
     if _settings.encryption_key:  # the workers' PayloadCipher (cryptography otherwise not loaded)
         import cryptography.hazmat.primitives.ciphers.aead  # noqa: F401
+
+    # The OpenTelemetry SDK's modules when the OTEL_* variables ask for it: imported only,
+    # its providers and their export threads are each worker's, built after the fork.
+    if telemetry.wanted(os.environ):
+        importlib.import_module("queen_threads.telemetry.setup")
 
 
 def pre_fork(server: Any, worker: Any) -> None:

@@ -6,6 +6,8 @@ all built from them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 
 from queen_threads.admin import routes as admin
@@ -115,11 +117,14 @@ def metrics_sections(rt: Runtime) -> dict[str, Section]:
 def create_app(runtime: Runtime, routes: RouteTable | None = None) -> falcon.App:
     table = routes or route_table(runtime)
     context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
-    middleware = (
+    # The request's span (telemetry on) first: it covers everything the others do.
+    middleware: list[Any] = [
         context,
         Authentication(runtime.auth, table),
         ReportIgnoredParameters(runtime.ignored, table),
-    )
+    ]
+    if runtime.telemetry is not None:  # the request's span first: it covers the others
+        middleware.insert(0, runtime.telemetry.middleware)
     app = falcon.App(middleware=middleware, cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.req_options.keep_blank_qs_values = True

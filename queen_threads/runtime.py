@@ -59,6 +59,8 @@ from queen_threads.streams import (
 )
 from queen_threads.streams_sdk import StreamsSdk
 from queen_threads.streams_sdk.metrics import count_cycle
+from queen_threads.telemetry import service as telemetry
+from queen_threads.telemetry.config import database_name
 from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
 from queen_threads.wake.interest import WakeInterest
 from queen_threads.wake.listener import WakeupListener
@@ -110,7 +112,15 @@ class Runtime:
         self.worker_id = os.getpid()
         # Metered subclasses: they feed /metrics and /metrics/prometheus (metrics/).
         self.instruments = Instruments()
-        self.db: Database = TimedDatabase(pool_config(settings, dsn), self.instruments.counters)
+        # OpenTelemetry spans and metrics when the OTEL_* variables ask for them, built
+        # here, after the fork (telemetry/setup.py); None otherwise.
+        self.telemetry = telemetry.from_environment(os.environ, database_name(dsn))
+        statements = self.telemetry.statements if self.telemetry is not None else None
+        self.db: Database = TimedDatabase(
+            pool_config(settings, dsn),
+            self.instruments.counters,
+            statements.statement if statements is not None else None,
+        )
         self.stats: RequestStats = ObservedRequestStats()
         self.ignored = IgnoredParameters()
         self.auth: Authenticator = MeteredAuthenticator(
@@ -325,3 +335,5 @@ class Runtime:
         for service in reversed(self.services[: self._at_exit]):
             service.stop()
         self.db.close()
+        if self.telemetry is not None:
+            self.telemetry.shutdown()  # the last spans go out

@@ -1,7 +1,8 @@
 """The record format of a buffer file, and reading it back up to a torn tail.
 
 A record is a 12-byte header (`QBF1`, u32 length, u32 CRC-32 of the body, little endian)
-then the JSON body `{ts, queue, partition, payload, transactionId, traceId, producerSub}`.
+then the JSON body `{ts, queue, partition, payload, transactionId, traceId, producerSub}`
+(and `traceContext` when the item has one, docs/observability.md).
 A record that is incomplete, fails its checksum or is not valid JSON ends the readable
 part of a file: it and everything after it is the torn tail.
 """
@@ -36,7 +37,13 @@ def to_event(item: dict[str, Any]) -> dict[str, Any]:
         "transactionId": item["transactionId"],
         "traceId": item.get("traceId"),
         "producerSub": item.get("producerSub"),
+        **_trace_context(item),
     }
+
+
+def _trace_context(record: dict[str, Any]) -> dict[str, Any]:
+    context = record.get("traceContext")
+    return {"traceContext": context} if context else {}
 
 
 def to_item(event: dict[str, Any]) -> dict[str, Any]:
@@ -48,6 +55,7 @@ def to_item(event: dict[str, Any]) -> dict[str, Any]:
         "transactionId": event["transactionId"],
         "traceId": event.get("traceId"),
         "producerSub": event.get("producerSub"),
+        **_trace_context(event),
     }
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from queen_threads import validation as v
 from queen_threads.errors import ValidationError
+from queen_threads.telemetry.context import OnInvalid, TraceContext, for_item
 
 POLICIES = ("reject", "drop_oldest")
 ACK_STATUSES = ("completed", "success", "failed", "retry")
@@ -65,8 +66,14 @@ def configure_body(body: dict[str, Any]) -> dict[str, Any]:
     return {"queue": queue_name(body), "options": checked}
 
 
-def push_body(body: dict[str, Any]) -> dict[str, Any]:
-    """{queue, partition (default "Default"), messages: [{payload}]}."""
+def push_body(
+    body: dict[str, Any],
+    context: TraceContext | None = None,
+    on_invalid: OnInvalid | None = None,
+) -> dict[str, Any]:
+    """{queue, partition (default "Default"), messages: [{payload, traceContext?}]}: a
+    message keeps `context` (the request's W3C trace context) unless it carries its own
+    `traceparent` (telemetry/context.py; an invalid one is ignored and counted)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValidationError("messages must be a non-empty array")
@@ -78,8 +85,19 @@ def push_body(body: dict[str, Any]) -> dict[str, Any]:
     return {
         "queue": queue_name(body),
         "partition": v.optional_name(body.get("partition"), "Partition", v.DEFAULT_PARTITION),
-        "messages": [{"payload": m["payload"]} for m in messages],
+        "messages": [_message(m, context, on_invalid) for m in messages],
     }
+
+
+def _message(
+    message: dict[str, Any], context: TraceContext | None, on_invalid: OnInvalid | None
+) -> dict[str, Any]:
+    if context is None and "traceparent" not in message:
+        return {"payload": message["payload"]}
+    carried = for_item(message, context, on_invalid)
+    if carried is None:
+        return {"payload": message["payload"]}
+    return {"payload": message["payload"], "traceContext": carried}
 
 
 def ack_body(body: dict[str, Any]) -> dict[str, Any]:

@@ -11,6 +11,8 @@ from queen_threads.ephemeral.service import EphemeralQueues
 from queen_threads.http.long_poll import Timeouts
 from queen_threads.http.request import bool_param, int_param, json_object, media, str_param
 from queen_threads.http.routes import ADMIN, API, RO, RW, Route, route
+from queen_threads.telemetry.incoming import request_context
+from queen_threads.telemetry.metrics import count_invalid
 
 
 class _Route:
@@ -37,7 +39,10 @@ class Reset(_Route):
 
 class Push(_Route):
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        media(resp, self.queues.push(body.push_body(self._body(req, body.PUSH_FIELDS))), 201)
+        checked = body.push_body(
+            self._body(req, body.PUSH_FIELDS), request_context(req), count_invalid
+        )
+        media(resp, self.queues.push(checked), 201)
 
 
 class Pop(_Route):

@@ -104,6 +104,12 @@ class TrackedBody:
         self._on_delivered = on_delivered
         self._settled = False
 
+    @property
+    def body(self) -> bytes | None:
+        """The body until it is handed to the server (what the telemetry middleware reads
+        for a delivering answer's messages)."""
+        return self._body
+
     def __iter__(self) -> Iterator[bytes]:
         return self
 

@@ -15,6 +15,7 @@ import falcon
 from queen_threads.errors import Unavailable
 from queen_threads.http.connection import TrackedBody, client_gone, watch_readable
 from queen_threads.polling import PollingError, Response, Watch
+from queen_threads.telemetry import annotate
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,17 @@ def answer(
     """Wait for the poll's answer and write it to `resp` (`what` names the polls in the
     503: "long polls", "stream polls"). `empty` answers a poll that nothing came for (its
     deadline passed) instead of the plain 204."""
+    annotate.event(req, "queen.wait.start", what=what)
     try:
         result = wait(lambda: client_gone(req.env), lambda nudge: watch_readable(req.env, nudge))
     except PollingError as exc:
         raise Unavailable(f"Server is busy with waiting {what} ({exc})", 1) from exc
+    # its span's event: when the wait ended, and whether an answer woke it
+    annotate.event(
+        req,
+        "queen.wait.woken" if result is not None and result.status == 200 else "queen.wait.end",
+        status=result.status if result is not None else None,
+    )
     if result is None or result.status != 200 or not result.body:
         if empty is not None and not client_gone(req.env) and not paused():
             empty(resp)

@@ -250,6 +250,12 @@ class PromMetrics:
             "by route, kind (query, body) and name.",
             ["route", "kind", "name"],
         )
+        self.trace_context_invalid = Counter(
+            "queen_trace_context_invalid_total",
+            "W3C trace contexts a push carried that were not valid and were ignored (the "
+            "message is stored without one), by where they came: header, item.",
+            ["source"],
+        )
         self.start_time = Gauge(
             "queen_worker_start_time_seconds",
             "Start time of each worker process (one series per pid).",

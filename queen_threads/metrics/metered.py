@@ -7,8 +7,8 @@ measure themselves (queue/metrics.py, streams/metrics.py, kv/metrics.py, ...).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from queen_threads.auth import Authenticator
@@ -17,13 +17,24 @@ from queen_threads.db import Database, Fetch, NamedCursor, Params, PoolConfig
 from queen_threads.metrics.counters import ProcessCounters, RequestStats
 from queen_threads.metrics.definitions import prom
 
+# A context around one database call, by statement name: its OpenTelemetry span
+# (telemetry/spans.py, StatementSpans.statement), when telemetry is on.
+StatementSpan = Callable[[str], AbstractContextManager[None]]
+
 
 class TimedDatabase(Database):
-    """Database whose calls feed queen_db_query_duration_seconds (by statement name)."""
+    """Database whose calls feed queen_db_query_duration_seconds (by statement name), each
+    inside its span when `spans` is given."""
 
-    def __init__(self, config: PoolConfig, counters: ProcessCounters | None = None) -> None:
+    def __init__(
+        self,
+        config: PoolConfig,
+        counters: ProcessCounters | None = None,
+        spans: StatementSpan | None = None,
+    ) -> None:
         super().__init__(config)
         self.counters = counters
+        self.spans = spans
 
     @contextmanager
     def _timed(self, name: str) -> Iterator[None]:
@@ -44,12 +55,19 @@ class TimedDatabase(Database):
                 self.counters.db_call(elapsed, failed)
 
     def _run(self, name: str, params: Params, fetch: Fetch) -> Any:
-        with self._timed(name):
+        if self.spans is None:
+            with self._timed(name):
+                return super()._run(name, params, fetch)
+        with self.spans(name), self._timed(name):
             return super()._run(name, params, fetch)
 
     @contextmanager
     def transaction(self) -> Iterator[NamedCursor]:
-        with self._timed("transaction"), super().transaction() as tx:
+        if self.spans is None:
+            with self._timed("transaction"), super().transaction() as tx:
+                yield tx
+            return
+        with self.spans("transaction"), self._timed("transaction"), super().transaction() as tx:
             yield tx
 
 

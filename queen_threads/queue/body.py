@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 from queen_threads.errors import ValidationError
+from queen_threads.telemetry.context import OnInvalid, TraceContext, for_item
 from queen_threads.validation import (
     DEFAULT_PARTITION,
     QUEUE_MODE,
@@ -28,11 +29,18 @@ LEASE_FIELDS = ("seconds",)  # what a lease extension's body may carry
 
 
 def push_item(
-    item: Any, producer_sub: str | None = None, valid_names: set[str] | None = None
+    item: Any,
+    producer_sub: str | None = None,
+    valid_names: set[str] | None = None,
+    context: TraceContext | None = None,
+    on_invalid: OnInvalid | None = None,
 ) -> dict[str, Any]:
-    """One push item: {queue, partition, payload, transactionId, traceId, producerSub}.
+    """One push item: {queue, partition, payload, transactionId, traceId, producerSub,
+    traceContext (only when there is one)}.
     `valid_names`: names already checked (a request's items mostly share theirs); the
-    names this item passes are added to it."""
+    names this item passes are added to it. `context`: the request's W3C trace context
+    (its headers), the item's unless it carries its own `traceparent` (telemetry/context.py;
+    an invalid one is ignored and told to `on_invalid`, never a 400)."""
     if not isinstance(item, dict):
         raise ValidationError("Each item must be a JSON object")
     queue = item.get("queue")
@@ -50,7 +58,7 @@ def push_item(
     if not (type(partition) is str and partition in seen):
         seen.add(name(partition, "Partition"))
     trace = item.get("traceId")
-    return {
+    clean = {
         "queue": queue,
         "partition": partition,
         "payload": item.get("payload"),
@@ -58,12 +66,22 @@ def push_item(
         "traceId": None if trace is None else uuid_str(trace, "TraceId"),
         "producerSub": producer_sub,
     }
+    if context is not None or "traceparent" in item:
+        carried = for_item(item, context, on_invalid)
+        if carried is not None:
+            clean["traceContext"] = carried
+    return clean
 
 
-def push_items(items: list[Any], producer_sub: str | None = None) -> list[dict[str, Any]]:
+def push_items(
+    items: list[Any],
+    producer_sub: str | None = None,
+    context: TraceContext | None = None,
+    on_invalid: OnInvalid | None = None,
+) -> list[dict[str, Any]]:
     """push_item for each item of one request, each distinct name checked once."""
     valid_names: set[str] = set()
-    return [push_item(item, producer_sub, valid_names) for item in items]
+    return [push_item(item, producer_sub, valid_names, context, on_invalid) for item in items]
 
 
 def ack_item(item: Any, group: str | None = None) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 from queen_threads import validation as v
 from queen_threads.errors import ValidationError
 from queen_threads.queue.body import ACK_STATUSES, MAX_TRANSACTION_ID, push_items
+from queen_threads.telemetry.context import OnInvalid, TraceContext
 
 MAX_HASH = 255
 MAX_KEY = 10_000
@@ -95,9 +96,15 @@ def ack(value: Any) -> dict[str, Any] | None:
     }
 
 
-def cycle_body(body: dict[str, Any], producer_sub: str | None) -> dict[str, Any]:
+def cycle_body(
+    body: dict[str, Any],
+    producer_sub: str | None,
+    context: TraceContext | None = None,
+    on_invalid: OnInvalid | None = None,
+) -> dict[str, Any]:
     """{query_id, partition_id, consumer_group?, state_ops?, push_items?, ack?,
-    release_lease?}; pushed messages carry the caller's token `sub`, as on /push."""
+    release_lease?}; pushed messages carry the caller's token `sub`, as on /push, and
+    its W3C trace context (`context`, unless an item carries its own)."""
     ops = body.get("state_ops")
     items = body.get("push_items")
     if ops is not None and not isinstance(ops, list):
@@ -110,7 +117,7 @@ def cycle_body(body: dict[str, Any], producer_sub: str | None) -> dict[str, Any]
         "partitionId": _uuid(body, "partition_id"),
         "consumerGroup": v.optional_name(group, "Consumer group", v.QUEUE_MODE),
         "stateOps": [state_op(op, i) for i, op in enumerate(ops or ())],
-        "pushItems": push_items(items or [], producer_sub),
+        "pushItems": push_items(items or [], producer_sub, context, on_invalid),
         "ack": ack(body.get("ack")),
         "releaseLease": _flag(body, "release_lease", True),
     }

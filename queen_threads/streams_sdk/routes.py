@@ -14,6 +14,8 @@ from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, RO, RW, Route, route
 from queen_threads.streams_sdk import body
 from queen_threads.streams_sdk.service import StreamsSdk
+from queen_threads.telemetry.incoming import request_context
+from queen_threads.telemetry.metrics import count_invalid
 
 PREFIX = "/streams/v1"
 
@@ -49,7 +51,8 @@ class Cycle:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         raw = json_object(req, self.body_limit, known=body.CYCLE_FIELDS)
-        media(resp, self.sdk.cycle(body.cycle_body(raw, producer_sub(req))))
+        checked = body.cycle_body(raw, producer_sub(req), request_context(req), count_invalid)
+        media(resp, self.sdk.cycle(checked))
 
 
 class StateGet:

@@ -8,19 +8,27 @@ from typing import Any
 from queen_threads import validation as v
 from queen_threads.kv import body as kv_ops
 from queen_threads.queue.body import ack_item, push_items
+from queen_threads.telemetry.context import OnInvalid, TraceContext
 from queen_threads.timers import body as timer_ops
 
 TRANSACTION_FIELDS = ("operations", "requiredLeases", "kv", "timers")
 MAX_REQUIRED_LEASES = 10_000
 
 
-def operation(op: Any, sub: str | None) -> dict[str, Any]:
+def operation(
+    op: Any,
+    sub: str | None,
+    context: TraceContext | None = None,
+    on_invalid: OnInvalid | None = None,
+) -> dict[str, Any]:
+    """One operation; a push's items keep `context` (the request's W3C trace context)
+    unless they carry their own (queue/body.py, push_item)."""
     if not isinstance(op, dict):
         raise v.ValidationError("Each operation must be a JSON object")
     kind = op.get("type")
     if kind == "push":
         items = v.items_list(op, "items", "push operation requires an items array")
-        return {"type": "push", "items": push_items(items, sub)}
+        return {"type": "push", "items": push_items(items, sub, context, on_invalid)}
     if kind == "ack":
         return {"type": "ack", **ack_item(op)}
     raise v.ValidationError(f"Unknown operation type {kind!r}: use push or ack")

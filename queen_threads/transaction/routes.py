@@ -23,6 +23,9 @@ from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import API, RW, Route, route
 from queen_threads.queue.routes.push import retry_after_when_full
 from queen_threads.queue.service import QueueService
+from queen_threads.telemetry import annotate
+from queen_threads.telemetry.incoming import request_context
+from queen_threads.telemetry.metrics import count_invalid
 from queen_threads.transaction.body import TRANSACTION_FIELDS, operation, required_leases, riders
 
 
@@ -47,7 +50,9 @@ class Transaction:
         extra = riders(body, sub)
         if not raw and not extra:
             raise v.ValidationError("operations array cannot be empty")
-        ops = [operation(op, sub) for op in raw]
+        context = request_context(req)
+        ops = [operation(op, sub, context, count_invalid) for op in raw]
+        annotate.sent(req, (item for op in ops for item in op.get("items") or ()))
         sent = time.monotonic()
         result = self.queues.transaction(ops, leases, extra)
         if result.get("success") and extra.get("timers"):

@@ -5,7 +5,8 @@
 -- queen._push_retrying.
 --
 -- Input: array of {queue, partition (default "Default"), payload (any JSON; missing = null),
---        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?}
+--        transactionId, traceId|null, producerSub|null ('' is stored as NULL), isEncrypted?,
+--        traceContext? (the W3C trace context, checked by the server, 0021)}
 --        The HTTP push sets producerSub from the caller's verified token, never from the body.
 -- Output: array in input order of
 --   {index, transaction_id, transactionId, status: queued|duplicate|failed, message_id,
@@ -291,10 +292,10 @@ BEGIN
     WITH ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
-                is_encrypted, created_at, partition_offset)
+                is_encrypted, created_at, partition_offset, trace_context)
         OVERRIDING SYSTEM VALUE
         SELECT nextval('queen.messages_id_seq'::regclass), n.txn, n.pid, n.payload,
-               n.trace_id, n.producer_sub, n.is_enc, v_ts, n.off
+               n.trace_id, n.producer_sub, n.is_enc, v_ts, n.off, n.trace_context
           FROM (SELECT (v_map -> (o.e ->> 'queue')
                               ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid
                            AS pid,
@@ -307,7 +308,8 @@ BEGIN
                        queen._try_uuid(o.e ->> 'traceId') AS trace_id,
                        coalesce(o.e -> 'payload', 'null'::jsonb) AS payload,
                        nullif(o.e ->> 'producerSub', '') AS producer_sub,
-                       coalesce(o.e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+                       coalesce(o.e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc,
+                       o.e -> 'traceContext' AS trace_context
                   FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
                  ORDER BY o.n) n
         RETURNING id, partition_id, trace_id, transaction_id, partition_offset
@@ -360,7 +362,8 @@ BEGIN
                e ->> 'transactionId' IS NULL AS txn_generated,
                queen._try_uuid(e ->> 'traceId') AS trace_id,
                nullif(e ->> 'producerSub', '') AS producer_sub,
-               coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+               coalesce(e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc,
+               e -> 'traceContext' AS trace_context
           FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
     ),
     mapped AS MATERIALIZED (
@@ -411,9 +414,10 @@ BEGIN
     ins AS (
         INSERT INTO queen.messages
                (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
-                created_at, partition_offset)
+                created_at, partition_offset, trace_context)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
-               v_ts, c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
+               v_ts, c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1,
+               c.trace_context
           FROM cand c
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
          ORDER BY c.idx

@@ -297,11 +297,12 @@ BEGIN
                'producerSub', m.producer_sub,
                'retryCount', CASE WHEN m.id = p_pc.retry_message_id THEN p_pc.retry_count ELSE 0 END,
                'createdAt', queen._iso_us(m.created_at),
-               'isEncrypted', m.is_encrypted)
+               'isEncrypted', m.is_encrypted,
+               'traceContext', m.trace_context)
                ORDER BY m.created_at, m.id) AS msgs
       INTO s
       FROM (SELECT mm.id, mm.transaction_id, mm.payload, mm.trace_id, mm.producer_sub,
-                   mm.created_at, mm.is_encrypted
+                   mm.created_at, mm.is_encrypted, mm.trace_context
               FROM queen.messages mm
              WHERE mm.partition_id = p_pc.partition_id
                AND (mm.created_at, mm.id) > (v_lo_ts, v_lo_id)

@@ -39,10 +39,11 @@ BEGIN
 
     INSERT INTO queen.messages
            (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
-            created_at, partition_offset)
+            created_at, partition_offset, trace_context)
     VALUES (p_msg.transaction_id || ':retry:' || left(replace(gen_random_uuid()::text, '-', ''), 12),
             p_msg.partition_id, p_msg.payload, p_msg.trace_id, p_msg.producer_sub,
-            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts), v_offset)
+            p_msg.is_encrypted, greatest(clock_timestamp(), v_tail_ts), v_offset,
+            p_msg.trace_context)
     RETURNING * INTO v_new;
 
     IF v_tail_id IS NOT NULL THEN

@@ -121,7 +121,8 @@ BEGIN
                'traceId', m.trace_id,
                'producerSub', m.producer_sub,
                'createdAt', queen._iso_us(m.created_at),
-               'isEncrypted', m.is_encrypted) ORDER BY m.created_at, m.id)
+               'isEncrypted', m.is_encrypted,
+               'traceContext', m.trace_context) ORDER BY m.created_at, m.id)
       INTO v_messages
       FROM picked m JOIN names n ON n.id = m.partition_id;
     RETURN json_build_object(

@@ -170,7 +170,7 @@ BEGIN
 END;
 $$;
 
--- push: {queue, partition, messages: [{payload}]}: all or nothing.
+-- push: {queue, partition, messages: [{payload, traceContext?}]}: all or nothing.
 -- The ring holds at most maxLength messages and maxBytes of payload. When a push needs
 -- room, the oldest messages leave: history (every group is done with it) always; messages
 -- a group still needs only with policy drop_oldest (counted as dropped). With policy
@@ -217,9 +217,9 @@ BEGIN
         END IF;
         PERFORM queen._eph_evict(v_cfg.name, v_room);
     END IF;
-    INSERT INTO queen.ephemeral_messages (queue, id, partition, payload, bytes)
+    INSERT INTO queen.ephemeral_messages (queue, id, partition, payload, bytes, trace_context)
     SELECT v_cfg.name, v_ring.pushed + o.n, p ->> 'partition', o.e -> 'payload',
-           octet_length((o.e -> 'payload')::text)
+           octet_length((o.e -> 'payload')::text), o.e -> 'traceContext'
       FROM jsonb_array_elements(p -> 'messages') WITH ORDINALITY AS o(e, n);
     UPDATE queen.ephemeral_rings r
        SET length = r.length + v_n, bytes = r.bytes + v_bytes, pushed = r.pushed + v_n
@@ -234,7 +234,7 @@ $$;
 -- goes into the group's flight for leaseSeconds; one that was delivered retryLimit + 1
 -- times is dropped (counted) instead. `window` (a waiting pop with time left): new
 -- messages go out only when windowBuffer.count of them are there or the oldest waited
--- windowBuffer.ms. Answer: {queue, messages: [{id, partition, payload, attempts}]}.
+-- windowBuffer.ms. Answer: {queue, messages: [{id, partition, payload, attempts, traceContext}]}.
 CREATE OR REPLACE FUNCTION queen.ephemeral_pop_v1(p jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -285,7 +285,8 @@ BEGIN
     SELECT (SELECT coalesce(array_agg(id), '{}') FROM dead),
            (SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'id', queen._eph_id(v_ring.incarnation, a.id), 'partition', a.partition,
-                       'payload', m.payload, 'attempts', a.attempts) ORDER BY a.id), '[]')
+                       'payload', m.payload, 'attempts', a.attempts,
+                       'traceContext', m.trace_context) ORDER BY a.id), '[]')
               FROM again a
               JOIN queen.ephemeral_messages m ON m.queue = v_cfg.name AND m.id = a.id)
       INTO v_dead, v_retried;
@@ -314,7 +315,7 @@ BEGIN
           LEFT JOIN queen.ephemeral_cursors c
             ON c.queue = v_cfg.name AND c.grp = v_group AND c.partition = parts.partition
          CROSS JOIN LATERAL (
-                SELECT m.id, m.partition, m.payload, m.created_at
+                SELECT m.id, m.partition, m.payload, m.created_at, m.trace_context
                   FROM queen.ephemeral_messages m
                  WHERE m.queue = v_cfg.name AND m.partition = parts.partition
                    AND m.id > coalesce(c.last_id, 0)
@@ -343,7 +344,8 @@ BEGIN
     )
     SELECT coalesce(jsonb_agg(jsonb_build_object(
                'id', queen._eph_id(v_ring.incarnation, r.id), 'partition', r.partition,
-               'payload', r.payload, 'attempts', 1) ORDER BY r.id), '[]'),
+               'payload', r.payload, 'attempts', 1,
+               'traceContext', r.trace_context) ORDER BY r.id), '[]'),
            CASE WHEN count(r.id) = 0 AND EXISTS (SELECT 1 FROM fresh)
                 THEN (SELECT min(f.created_at) FROM fresh f)
                      + make_interval(secs => v_cfg.window_ms / 1000.0) - now() END

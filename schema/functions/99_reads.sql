@@ -60,7 +60,7 @@ recs AS (
              ORDER BY a.partition_offset DESC LIMIT 1) anchor ON true
      CROSS JOIN LATERAL (
             SELECT m.partition_offset AS off, m.transaction_id AS txn, m.payload,
-                   m.created_at AS ts, m.is_encrypted AS enc,
+                   m.created_at AS ts, m.is_encrypted AS enc, m.trace_context AS tc,
                    octet_length(m.payload::text) AS sz
               FROM queen.messages m
              WHERE m.partition_id = pt.pid
@@ -82,9 +82,11 @@ rs AS (
            json_agg(CASE WHEN k.enc
                          THEN json_build_object('offset', k.off, 'transactionId', k.txn,
                                                 'payload', k.payload,
-                                                'ts', queen._reads_ts(k.ts), 'isEncrypted', true)
+                                                'ts', queen._reads_ts(k.ts), 'isEncrypted', true,
+                                                'traceContext', k.tc)
                          ELSE json_build_object('offset', k.off, 'transactionId', k.txn,
-                                                'payload', k.payload, 'ts', queen._reads_ts(k.ts))
+                                                'payload', k.payload, 'ts', queen._reads_ts(k.ts),
+                                                'traceContext', k.tc)
                     END ORDER BY k.off) AS records
       FROM kept k
      GROUP BY k.idx

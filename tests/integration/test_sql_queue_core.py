@@ -488,7 +488,9 @@ def test_pop_message_shape(pg_conn: Conn) -> None:
     assert set(m) == {
         "id", "transactionId", "partitionId", "partition", "queue", "leaseId", "consumerGroup",
         "data", "traceId", "producerSub", "retryCount", "createdAt", "isEncrypted",
+        "traceContext",
     }  # fmt: skip
+    assert m["traceContext"] is None  # none was pushed (docs/observability.md)
     assert isinstance(m["id"], str)
     assert (m["partition"], m["queue"], m["consumerGroup"], m["traceId"]) == (
         "P",

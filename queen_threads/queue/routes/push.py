@@ -4,6 +4,10 @@ Each stored message's producerSub is the `sub` of the request's verified token (
 auth off); a `producerSub` in the body is ignored either way. Items a full queue refused
 (`reason: queue_full`) make the answer carry `Retry-After` (queue/capacity.py); the
 status stays 201 because the official client reads the per-item results only from a 2xx.
+
+Each message keeps the W3C trace context of its push (the `traceparent` / `tracestate`
+headers, or an item's own fields), returned by every pop as `traceContext`
+(docs/observability.md).
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ from queen_threads.http.request import json_object, media
 from queen_threads.queue import capacity
 from queen_threads.queue.body import push_items
 from queen_threads.queue.service import QueueService
+from queen_threads.telemetry import annotate
+from queen_threads.telemetry.incoming import request_context
+from queen_threads.telemetry.metrics import count_invalid
 
 
 def retry_after_when_full(resp: falcon.Response, results: list[dict[str, Any]]) -> None:
@@ -35,7 +42,8 @@ class Push:
         body = json_object(req, self.body_limit)
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
-        items = push_items(raw, sub)
+        items = push_items(raw, sub, request_context(req), count_invalid)
+        annotate.sent(req, items)
         results = self.queues.push(items) if items else []
         retry_after_when_full(resp, results)
         media(resp, results, 201)

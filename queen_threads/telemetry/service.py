@@ -1,0 +1,50 @@
+"""The entry points: `from_environment`, which the runtime calls (the worker's telemetry,
+or None when the environment does not ask for any: then nothing of OpenTelemetry is
+imported), and `check`, which the gunicorn master calls so that variables asking for
+telemetry on a server without the SDK stop it with one clear line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.util import find_spec
+from typing import TYPE_CHECKING
+
+from queen_threads.errors import ConfigError
+from queen_threads.telemetry.config import from_env
+
+if TYPE_CHECKING:
+    from queen_threads.telemetry.setup import Telemetry
+
+MISSING = (
+    "the OTEL_* variables ask for OpenTelemetry export, but the OpenTelemetry SDK is not "
+    "installed: pip install 'queen-threads[otel]' (or unset OTEL_EXPORTER_OTLP_ENDPOINT)"
+)
+NEEDED = ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http")
+
+
+def wanted(env: Mapping[str, str]) -> bool:
+    """Whether the environment asks for spans or metrics."""
+    return from_env(env).enabled
+
+
+def check(env: Mapping[str, str]) -> None:
+    """ConfigError when telemetry is asked for and the SDK is missing (imports nothing)."""
+    if from_env(env).enabled and any(_missing(name) for name in NEEDED):
+        raise ConfigError(MISSING)
+
+
+def _missing(module: str) -> bool:
+    try:
+        return find_spec(module) is None
+    except ModuleNotFoundError:
+        return True
+
+
+def from_environment(env: Mapping[str, str], database: str | None) -> Telemetry | None:
+    config = from_env(env)
+    if not config.enabled:
+        return None
+    check(env)
+    from queen_threads.telemetry.setup import start  # the SDK: only now
+
+    return start(config, database)
