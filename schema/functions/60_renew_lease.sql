@@ -14,6 +14,9 @@ SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_now     timestamptz := now();
+    -- now() in UTC: the new expiry is computed with immutable operators only (Citus runs
+    -- the UPDATE on the workers and refuses a stable one that reads a column)
+    v_base    timestamp := now() AT TIME ZONE 'UTC';
     v_lease   uuid := queen._try_uuid(p ->> 'leaseId');
     v_seconds integer := queen._jint(p -> 'seconds', NULL);
     v_expires timestamptz;
@@ -28,7 +31,8 @@ BEGIN
             UPDATE queen.partition_consumers pc
                SET lease_expires_at = greatest(
                        pc.lease_expires_at,
-                       v_now + make_interval(secs => coalesce(v_seconds, nullif(q.lease_time, 0), 60)))
+                       (v_base + make_interval(secs => coalesce(v_seconds, nullif(q.lease_time, 0), 60)))
+                           AT TIME ZONE 'UTC')
               FROM queen.partitions pt
               JOIN queen.queues q ON q.id = pt.queue_id
              WHERE pc.lease_id = v_lease
