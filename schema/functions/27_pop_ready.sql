@@ -16,9 +16,11 @@ BEGIN
         IF queue_ids IS NOT NULL AND p_part IS NOT NULL THEN
             SELECT p.id INTO partition_id
               FROM queen.partitions p
-             WHERE p.queue_id = queue_ids[1] AND p.name = p_part
-               AND EXISTS (SELECT 1 FROM queen.partition_lookup pl WHERE pl.partition_id = p.id);
-            IF partition_id IS NULL THEN
+             WHERE p.queue_id = queue_ids[1] AND p.name = p_part;
+            -- (by its id: on Citus a statement on the one worker that holds it)
+            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.partition_id = _pop_scope.partition_id;
+            IF NOT FOUND THEN
+                partition_id := NULL;
                 queue_ids := NULL;
             END IF;
         END IF;

@@ -87,9 +87,11 @@ BEGIN
             SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
               FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
                                      coalesce(queen._jbool(p_req -> 'conflation', false), false)) cf;
-            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
-            IF NOT FOUND THEN
-                v_qids := '{}';  -- no message ever: nothing to read
+            IF v_pid IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
+                PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
+                IF NOT FOUND THEN
+                    v_qids := '{}';  -- no message ever: nothing to read
+                END IF;
             END IF;
         END IF;
         IF cardinality(v_qids) > 0 THEN
@@ -413,6 +415,24 @@ BEGIN
         END IF;
     END LOOP;
     RETURN to_jsonb(v_out);
+END;
+$$;
+
+-- One pop of one partition (p_req names its queue and partition), with p_pid the id the
+-- caller knows the partition by: the server's call when a pop concerns one partition. On
+-- Citus it is a distributed function delegated by p_pid (schema/citus/40_delegate.sql), so
+-- the whole pop runs on the worker that holds the partition, in one round trip. p_pid only
+-- picks where it runs: the request's names decide what is popped (a stale id costs remote
+-- statements, not a wrong answer; the answer's partitionId is the right one).
+-- Returns the pop's result object (as one element of pop_unified_batch's answer), as text.
+CREATE OR REPLACE FUNCTION queen.pop_partition_v1(p_pid uuid, p_req jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    RETURN queen._pop_one(p_req)::text;
 END;
 $$;
 

@@ -710,3 +710,25 @@ BEGIN
     results := queen.ack_messages_v2(p);
 END;
 $$;
+
+-- An ack whose items all name the partition p_pid: the server's call for such a request. On
+-- Citus a distributed function delegated by p_pid (schema/citus/40_delegate.sql): it runs
+-- on the worker that holds the partition, in one round trip. Returns {results, wakeEpoch}
+-- as text: wakeEpoch as ack_messages_v3 gives it, or null where queen.wake_interest_epoch
+-- is not stored (a Citus worker: the coordinator's wake-interest table; the server then
+-- keeps the epoch it has).
+CREATE OR REPLACE FUNCTION queen.ack_partition_v1(p_pid uuid, p jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_epoch bigint;
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    IF to_regclass('queen.wake_interest_epoch') IS NOT NULL THEN
+        v_epoch := queen._wake_epoch();
+    END IF;
+    RETURN jsonb_build_object('results', queen.ack_messages_v2(p), 'wakeEpoch', v_epoch)::text;
+END;
+$$;
