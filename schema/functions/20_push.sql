@@ -29,17 +29,23 @@
 -- push_messages_v2). A probe costs an index lookup per item, about a quarter of a
 -- 1000-item push, for a case (a retried push) that is rare.
 -- The fast path (compact answer, first attempt, every item bound for an existing partition
--- of an uncapped, unencrypted queue: nearly every push) skips the per-item joins and
--- answers from its own rows: ids drawn in input order, one timestamp for the request, no
--- RETURNING joined back (about 30% of a 1000-item push, docs/benchmarks.md). Anything it
--- cannot answer (a duplicate makes its INSERT fail) goes through the general path.
+-- of an uncapped queue, and encrypted when its queue is: nearly every push) skips the
+-- per-item joins and answers from the rows it inserted: ids drawn in input order, one
+-- timestamp for the request, each row's item found by its offset (about 30% of a
+-- 1000-item push, docs/benchmarks.md). Anything it cannot answer (a duplicate makes its
+-- INSERT fail) goes through the general path.
 -- Steps: the request's (queue, partition) pairs (queen._push_pairs), missing queues and
 -- partitions and the partition locks (queen._push_prepare), then the fast path
 -- (queen._push_fast, NULL when it does not apply) or the general one (queen._push_general).
 DROP FUNCTION IF EXISTS queen._push_items(jsonb);
 DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean);
+DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean, boolean);
+-- p_partition: the id of the one partition every item names (queen.push_partition_v1),
+-- NULL when not known. When the items do not name exactly that partition the answer is
+-- NULL and nothing is written.
 CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb, p_probe boolean,
-                                             p_compact boolean DEFAULT false)
+                                             p_compact boolean DEFAULT false,
+                                             p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,7 +56,10 @@ BEGIN
         RETURN '[]'::json;
     END IF;
     v_pairs := queen._push_pairs(p_items);
-    PERFORM queen._push_prepare(v_pairs);
+    v_pairs := queen._push_prepare(v_pairs, p_partition);
+    IF v_pairs IS NULL THEN
+        RETURN NULL;
+    END IF;
     IF p_compact AND NOT p_probe THEN
         v_result := queen._push_fast(p_items, v_pairs);
         IF v_result IS NOT NULL THEN
@@ -81,59 +90,120 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb)
-RETURNS void
+DROP FUNCTION IF EXISTS queen._push_prepare(jsonb);
+-- The request's pairs, each with its partition and reservation:
+-- [queue, partition, first, last, partition_id (NULL: no such queue), next_offset after
+-- the reservation]. The partition of an item is where its pair says: no later statement
+-- resolves names again.
+-- With p_partition (the id of the one partition the caller says every item names): NULL,
+-- with nothing written, unless the items name exactly that existing partition of an
+-- uncapped queue; then only that partition's row is written, by its key (on Citus, where
+-- the call was delegated to the partition's node, a statement on that node only).
+CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb, p_partition uuid DEFAULT NULL)
+RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs jsonb := p_pairs;
+    v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
+    v_out   jsonb;
+    v_next  bigint;
 BEGIN
+    IF p_partition IS NOT NULL THEN
+        IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
+               SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+                WHERE p.id = p_partition AND q.name = v_pairs -> 0 ->> 0
+                  AND p.name = v_pairs -> 0 ->> 1 AND q.max_queue_size <= 0) THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+        VALUES (p_partition,
+                (v_pairs -> 0 ->> 3)::bigint - (v_pairs -> 0 ->> 2)::bigint + 1, v_now)
+        ON CONFLICT (partition_id) DO UPDATE
+           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+               last_activity = EXCLUDED.last_activity
+        RETURNING pc.next_offset INTO v_next;
+        RETURN jsonb_build_array(v_pairs -> 0 || jsonb_build_array(p_partition, v_next));
+    END IF;
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
-    INSERT INTO queen.queues (name, namespace, task)
-    SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
-      FROM jsonb_array_elements(v_pairs) pr
-     WHERE pr ->> 0 <> ''
-       AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
-     ORDER BY 1
-    ON CONFLICT (name) DO NOTHING;
+    --    (Queues and partitions are rarely new: the inserts run only when one is missing.)
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
+                WHERE pr ->> 0 <> ''
+                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)) THEN
+        INSERT INTO queen.queues (name, namespace, task)
+        SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
+          FROM jsonb_array_elements(v_pairs) pr
+         WHERE pr ->> 0 <> ''
+           AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
+         ORDER BY 1
+        ON CONFLICT (name) DO NOTHING;
+    END IF;
 
     -- 2. Missing partitions.
-    INSERT INTO queen.partitions (queue_id, name)
-    SELECT q.id, pr ->> 1
-      FROM jsonb_array_elements(v_pairs) pr
-      JOIN queen.queues q ON q.name = pr ->> 0
-     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
-                        WHERE p.queue_id = q.id AND p.name = pr ->> 1)
-     ORDER BY q.id, pr ->> 1
-    ON CONFLICT (queue_id, name) DO NOTHING;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
+                 JOIN queen.queues q ON q.name = pr ->> 0
+                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1)) THEN
+        INSERT INTO queen.partitions (queue_id, name)
+        SELECT q.id, pr ->> 1
+          FROM jsonb_array_elements(v_pairs) pr
+          JOIN queen.queues q ON q.name = pr ->> 0
+         WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                            WHERE p.queue_id = q.id AND p.name = pr ->> 1)
+         ORDER BY q.id, pr ->> 1
+        ON CONFLICT (queue_id, name) DO NOTHING;
+    END IF;
 
     -- 3. Serialize pushes per partition (and per capped queue, so the capacity check is
     --    exact): lock in id order, queues before partitions. Ids and the timestamp are drawn
     --    after the locks, so within a partition (created_at, id) follows commit order.
-    --    The same update reserves the partition's next offsets (0015), as many as the span of
-    --    its items in the request (last - first + 1: its item count when they are
-    --    contiguous, as in every push of a client that pushes one partition per request).
+    --    The partition's lock is its counters row (migration 0020), and the same write
+    --    reserves the partition's next offsets (0015), as many as the span of its items in
+    --    the request (last - first + 1: its item count when they are contiguous, as in
+    --    every push of a client that pushes one partition per request).
     --    The fast path numbers an item base + its position - first, with no sort; the
     --    general path numbers the stored items densely and gives back the rest (step 4).
-    PERFORM 1
-       FROM queen.queues q
-      WHERE q.max_queue_size > 0
-        AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
-      ORDER BY q.id
-        FOR NO KEY UPDATE;
+    --    (The lock only when there is one to take: on Citus a lock of a reference table's
+    --    rows is a statement on every node.)
+    IF EXISTS (SELECT 1 FROM queen.queues q
+                WHERE q.max_queue_size > 0
+                  AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)) THEN
+        PERFORM 1
+           FROM queen.queues q
+          WHERE q.max_queue_size > 0
+            AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
+          ORDER BY q.id
+            FOR NO KEY UPDATE;
+    END IF;
 
-    WITH tgt AS (
-        SELECT p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
-          FROM queen.partitions p
-          JOIN queen.queues q ON q.id = p.queue_id
-          JOIN jsonb_array_elements(v_pairs) pr ON pr ->> 0 = q.name AND pr ->> 1 = p.name
-         ORDER BY p.id
-           FOR NO KEY UPDATE OF p
+    WITH tgt AS MATERIALIZED (
+        SELECT pr, p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
+          FROM jsonb_array_elements(v_pairs) pr
+          LEFT JOIN queen.queues q ON q.name = pr ->> 0
+          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
+    ),
+    res AS (
+        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+        SELECT tgt.id, tgt.span, v_now FROM tgt WHERE tgt.id IS NOT NULL ORDER BY tgt.id
+        ON CONFLICT (partition_id) DO UPDATE
+           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+               last_activity = EXCLUDED.last_activity
+        RETURNING pc.partition_id, pc.next_offset
     )
-    UPDATE queen.partitions p
-       SET last_activity = clock_timestamp(), next_offset = p.next_offset + tgt.span
-      FROM tgt
-     WHERE p.id = tgt.id;
+    SELECT jsonb_agg(tgt.pr || jsonb_build_array(tgt.id, res.next_offset)
+                     ORDER BY tgt.pr ->> 0, tgt.pr ->> 1)
+      INTO v_out
+      FROM tgt LEFT JOIN res ON res.partition_id = tgt.id;
+    RETURN v_out;
 END;
+$$;
+
+-- The partition ids of the request's pairs (queen._push_prepare).
+CREATE OR REPLACE FUNCTION queen._push_pids(p_pairs jsonb)
+RETURNS uuid[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg((pr ->> 4)::uuid), '{}')
+      FROM jsonb_array_elements(p_pairs) pr
+     WHERE pr ->> 4 IS NOT NULL
 $$;
 
 -- The fast path's answer, or NULL when the request needs the general path.
@@ -149,37 +219,50 @@ DECLARE
     v_map     jsonb;
     v_shifts  jsonb;
     v_shift   bigint;
+    v_pids    uuid[];
+    v_pshift  jsonb;
+    v_gen     boolean;
+    v_enc     boolean;
 BEGIN
 
-    -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
-    -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
+    -- The fast path: every item goes to an existing partition of an uncapped queue (and
+    -- comes encrypted when its queue is), and (first attempt) none is expected to be a
+    -- duplicate. A duplicate, stored or
     -- within the request, makes its INSERT fail: the caller runs the push again with
     -- p_probe, on the general path below.
     -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
     -- position 0}} are nested, so that no name is joined with another. A push to one
     -- partition (most) takes its offsets from one number instead of a map lookup per item.
-    SELECT bool_and(x.ok), max(x.floor),
+    SELECT bool_and(x.ok), bool_or(x.enc),
            jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
            jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
            min(x.shift)
-      INTO v_fast, v_floor, v_map, v_shifts, v_shift
+      INTO v_fast, v_enc, v_map, v_shifts, v_shift
       FROM (SELECT pr ->> 0 AS qn,
-                   bool_and(coalesce(p.id IS NOT NULL AND q.max_queue_size <= 0
-                                     AND NOT q.encryption_enabled, false)) AS ok,
-                   max(pl.last_message_created_at) AS floor,
-                   jsonb_object_agg(pr ->> 1, p.id) AS parts,
-                   jsonb_object_agg(pr ->> 1, p.next_offset - (pr ->> 3)::bigint - 1)
+                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0, false))
+                       AS ok,
+                   bool_or(q.encryption_enabled) AS enc,
+                   jsonb_object_agg(pr ->> 1, pr -> 4) AS parts,
+                   jsonb_object_agg(pr ->> 1, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
                        AS shifts,
-                   min(p.next_offset - (pr ->> 3)::bigint - 1) AS shift
+                   min((pr ->> 5)::bigint - (pr ->> 3)::bigint - 1) AS shift
               FROM jsonb_array_elements(v_pairs) pr
               LEFT JOIN queen.queues q ON q.name = pr ->> 0
-              LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
-              LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
              GROUP BY pr ->> 0) x;
 
     IF NOT coalesce(v_fast, false) THEN
         RETURN NULL;
     END IF;
+    -- A queue with encryption_enabled takes only encrypted payloads (the general path
+    -- refuses the others one by one): here when every item came encrypted (as the items
+    -- of a server with QUEEN_ENCRYPTION_KEY do).
+    IF v_enc AND jsonb_path_exists(p_items, '$[*] ? (!(@.isEncrypted == true))') THEN
+        RETURN NULL;
+    END IF;
+    -- The target partitions' newest message (by key: one node's shard on Citus).
+    v_pids := queen._push_pids(v_pairs);
+    SELECT max(pl.last_message_created_at) INTO v_floor
+      FROM queen.partition_lookup pl WHERE pl.partition_id = ANY (v_pids);
     -- One timestamp for the request, not before any target partition's newest message.
     v_ts := greatest(clock_timestamp(), v_floor);
     -- Ids drawn in input order (volatile select-list items are computed after ORDER
@@ -187,36 +270,55 @@ BEGIN
     IF jsonb_array_length(v_pairs) > 1 THEN
         v_shift := NULL;
     END IF;
-    WITH n AS MATERIALIZED (
-        SELECT (o.n - 1)::integer AS idx, o.e,
-               (v_map -> (o.e ->> 'queue')
-                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
-               coalesce(v_shift,
-                        (v_shifts -> (o.e ->> 'queue')
-                                  ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
-               + o.n - 1 AS off,
-               coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
-               o.e ->> 'transactionId' IS NULL AS txn_generated,
-               queen._try_uuid(o.e ->> 'traceId') AS trace_id,
-               nextval('queen.messages_id_seq'::regclass) AS id
-          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
-         ORDER BY o.n
-    ),
-    ins AS (
+    -- The INSERT reads the items themselves, not a CTE: on Citus an INSERT ... SELECT
+    -- from an intermediate result is sent to every node, one from a function only to the
+    -- nodes its rows go to. Each answer row finds its item by its offset (the item at
+    -- 0-based position i got its partition's shift + i).
+    -- (Looking an item up costs: only when some item came without a transactionId, which
+    -- the server never sends.)
+    v_gen := jsonb_path_exists(p_items,
+                               '$[*] ? (!exists(@.transactionId) || @.transactionId == null)');
+    IF v_shift IS NULL THEN
+        SELECT jsonb_object_agg(pr ->> 4, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
+          INTO v_pshift
+          FROM jsonb_array_elements(v_pairs) pr;
+    END IF;
+    WITH ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
                 is_encrypted, created_at, partition_offset)
         OVERRIDING SYSTEM VALUE
-        SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
-               nullif(n.e ->> 'producerSub', ''),
-               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
-          FROM n
+        SELECT nextval('queen.messages_id_seq'::regclass), n.txn, n.pid, n.payload,
+               n.trace_id, n.producer_sub, n.is_enc, v_ts, n.off
+          FROM (SELECT (v_map -> (o.e ->> 'queue')
+                              ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid
+                           AS pid,
+                       coalesce(v_shift,
+                                (v_shifts -> (o.e ->> 'queue')
+                                          ->> coalesce(nullif(o.e ->> 'partition', ''),
+                                                       'Default'))::bigint)
+                       + o.n - 1 AS off,
+                       coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
+                       queen._try_uuid(o.e ->> 'traceId') AS trace_id,
+                       coalesce(o.e -> 'payload', 'null'::jsonb) AS payload,
+                       nullif(o.e ->> 'producerSub', '') AS producer_sub,
+                       coalesce(o.e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+                 ORDER BY o.n) n
+        RETURNING id, partition_id, trace_id, transaction_id, partition_offset
     )
-    SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
-                                     CASE WHEN n.txn_generated THEN n.txn END)
-                    ORDER BY n.idx)
+    SELECT json_agg(json_build_array('queued', r.id::text, r.partition_id, r.trace_id,
+                                     NULL, NULL,
+                                     CASE WHEN v_gen
+                                               AND p_items -> r.idx ->> 'transactionId' IS NULL
+                                          THEN r.transaction_id END)
+                    ORDER BY r.idx)
       INTO v_result
-      FROM n;
+      FROM (SELECT ins.*,
+                   (ins.partition_offset
+                    - coalesce(v_shift, (v_pshift ->> ins.partition_id::text)::bigint))::integer
+                       AS idx
+              FROM ins) r;
     IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
         PERFORM queen._wake(jsonb_build_object(
                     'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
@@ -234,10 +336,14 @@ RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs   jsonb := p_pairs;
-    v_ts      timestamptz := clock_timestamp();
+    v_pids    uuid[] := queen._push_pids(p_pairs);
+    v_ts      timestamptz;
     v_result  json;
     v_notify  jsonb;
 BEGIN
+    -- One timestamp for the request, not before any target partition's newest message.
+    SELECT greatest(clock_timestamp(), max(pl.last_message_created_at)) INTO v_ts
+      FROM queen.partition_lookup pl WHERE pl.partition_id = ANY (v_pids);
     -- 4. Dedup (existing rows and within the request: first occurrence wins), capacity,
     --    one set-based INSERT in input order, results in input order.
     WITH items AS MATERIALIZED (
@@ -253,14 +359,13 @@ BEGIN
           FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
     ),
     mapped AS MATERIALIZED (
-        SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
+        SELECT i.*, (pr.x ->> 4)::uuid AS pid, q.id AS qid, q.max_queue_size AS maxsz,
                -- the partition's first reserved offset (step 3)
-               p.next_offset - (pr.x ->> 3)::bigint + (pr.x ->> 2)::bigint - 1 AS base,
+               (pr.x ->> 5)::bigint - (pr.x ->> 3)::bigint + (pr.x ->> 2)::bigint - 1 AS base,
                q.namespace AS ns, q.task AS tk,
                coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc
           FROM items i
           LEFT JOIN queen.queues q ON q.name = i.qn
-          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
           LEFT JOIN jsonb_array_elements(v_pairs) pr(x)
                  ON pr.x ->> 0 = i.qn AND pr.x ->> 1 = i.pn
     ),
@@ -280,10 +385,8 @@ BEGIN
         SELECT k.pid AS partition_id, k.txn AS transaction_id, m.id
           FROM (SELECT DISTINCT pid, txn FROM mapped
                  WHERE pid IS NOT NULL AND (p_probe OR maxsz > 0)) k
-         CROSS JOIN LATERAL (
-                SELECT m0.id FROM queen.messages m0
-                 WHERE m0.partition_id = k.pid AND m0.transaction_id = k.txn
-                 LIMIT 1) m
+          JOIN queen.messages m ON m.partition_id = k.pid AND m.transaction_id = k.txn
+         WHERE m.partition_id = ANY (v_pids)
     ),
     cand AS MATERIALIZED (
         SELECT mp.*
@@ -305,10 +408,8 @@ BEGIN
                (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
                 created_at, partition_offset)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
-               greatest(v_ts, pl.last_message_created_at),
-               c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
+               v_ts, c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
           FROM cand c
-          LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
          ORDER BY c.idx
         RETURNING id, partition_id, transaction_id, trace_id
@@ -316,12 +417,13 @@ BEGIN
     -- Offsets reserved for items that were not stored go back: the partition's next offset
     -- is one past the last one stored (offsets stay dense).
     unreserve AS (
-        UPDATE queen.partitions p
+        UPDATE queen.partition_counters pc
            SET next_offset = b.base + coalesce(s.n, 0)
           FROM (SELECT DISTINCT mp.pid, mp.base FROM mapped mp WHERE mp.pid IS NOT NULL) b
           LEFT JOIN (SELECT partition_id, count(*) AS n FROM ins GROUP BY 1) s
                  ON s.partition_id = b.pid
-         WHERE p.id = b.pid AND p.next_offset <> b.base + coalesce(s.n, 0)
+         WHERE pc.partition_id = b.pid AND pc.partition_id = ANY (v_pids)
+           AND pc.next_offset <> b.base + coalesce(s.n, 0)
     ),
     res AS (
         SELECT mp.idx, mp.qn, mp.pn, mp.ns, mp.tk, mp.txn, mp.txn_generated, mp.pid,
@@ -397,7 +499,9 @@ END;
 $$;
 
 -- The push with its retries, in either answer form (see queen._push_items).
-CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean)
+DROP FUNCTION IF EXISTS queen._push_retrying(jsonb, boolean);
+CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean,
+                                                p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
@@ -424,10 +528,11 @@ BEGIN
     -- stored already, its INSERT fails and the push runs again with the probe.
     FOR attempt IN 1..4 LOOP
         BEGIN
-            RETURN queen._push_items(p_items, v_probe, p_compact);
+            RETURN queen._push_items(p_items, v_probe, p_compact, p_partition);
         EXCEPTION
-            WHEN unique_violation THEN
-                IF v_probe THEN
+            WHEN unique_violation OR internal_error THEN
+                -- (Citus reports a unique violation met by an INSERT ... SELECT as XX000)
+                IF v_probe OR (SQLSTATE = 'XX000' AND SQLERRM NOT LIKE 'duplicate key value%') THEN
                     RAISE;  -- cannot happen: the probe excluded every stored message
                 END IF;
                 v_probe := true;
@@ -465,5 +570,24 @@ BEGIN
     PERFORM set_config('queen.server_wakes', 'on', true);
     wake_epoch := queen._wake_epoch();
     results := queen._push_retrying(p_items, true);
+END;
+$$;
+
+DROP FUNCTION IF EXISTS queen.push_partition_v1(uuid, jsonb);
+-- One partition's push, what the server calls when every item of a request names one
+-- partition whose id it knows (queue_threads/queue/store.py): the compact answer of
+-- push_messages_v4, or NULL (nothing written) when the items do not name exactly that
+-- partition, or it is gone, or its queue is capped (the caller then pushes with
+-- push_messages_v4). Wake-ups are left to the server; the wake-interest epoch is its own
+-- statement (queen._wake_epoch), in the same transaction.
+-- On Citus this function is delegated by its first argument to the node that holds the
+-- partition (schema/citus/30_push.sql): the whole push runs there, in one round trip.
+-- (JSON as text: what the server parses itself.)
+CREATE OR REPLACE FUNCTION queen.push_partition_v1(p_partition_id uuid, p_items jsonb)
+RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    RETURN queen._push_retrying(p_items, true, p_partition_id)::text;
 END;
 $$;
