@@ -391,6 +391,11 @@ DECLARE
     v_res  jsonb;
     v_stop boolean := false;
 BEGIN
+    -- On Citus: one connection per worker for the whole transaction, so that a group's
+    -- registration takes the registration lock on a worker once, in one session
+    -- (queen._register_group; over two sessions of one transaction the second would wait
+    -- for the first). On PostgreSQL a setting nothing reads.
+    PERFORM set_config('citus.max_adaptive_executor_pool_size', '1', true);
     IF jsonb_typeof(p_requests) = 'object' THEN
         p_requests := jsonb_build_array(p_requests);
     ELSIF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
