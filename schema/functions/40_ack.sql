@@ -244,6 +244,8 @@ CREATE OR REPLACE FUNCTION queen._ack_dead_letter(
     p_etype text, p_rc integer, p_reason text, p_hist jsonb
 ) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := now();
 BEGIN
     INSERT INTO queen.dead_letter_queue
            (message_id, partition_id, consumer_group, error_message, retry_count,
@@ -257,7 +259,7 @@ BEGIN
            retry_count = EXCLUDED.retry_count,
            error_type = EXCLUDED.error_type,
            attempts = EXCLUDED.attempts,
-           failed_at = now();
+           failed_at = v_now;  -- (a value: Citus refuses a function in DO UPDATE SET)
     PERFORM queen._trace_failure(p_mid, p_pid, p_txn, p_group, 'dead_lettered',
         jsonb_build_object('attempt', p_rc + 1, 'retryCount', p_rc, 'reason', p_reason,
                            'error', p_err, 'errorType', p_etype));
