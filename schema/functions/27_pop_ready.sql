@@ -43,7 +43,11 @@ CREATE OR REPLACE FUNCTION queen._cursor_rows(p_pids uuid[], p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    k        record;
+    v_grps   text[];
+    v_qids   uuid[];
+    v_qnames text[];
+    v_nss    text[];
+    v_tks    text[];
     v_keys   text[] := '{}';  -- group || ' ' || queue id
     v_starts timestamptz[] := '{}';
 BEGIN
@@ -51,20 +55,25 @@ BEGIN
     -- INSERT as values: on Citus a statement keyed by one partition runs on its shard,
     -- where a function that reads another table may not run (and a join to the values
     -- would make Citus run the INSERT through the coordinator, also from a shard's trigger).
-    FOR k IN
-        SELECT DISTINCT coalesce(p_group, c.consumer_group) AS grp, pl.queue_id AS qid,
-               q.name AS qname, q.namespace AS ns, q.task AS tk
-          FROM queen.partition_lookup pl
-          JOIN queen.queues q ON q.id = pl.queue_id
-          LEFT JOIN queen.queue_consumer_groups c
-                 ON p_group IS NULL AND c.queue_id = pl.queue_id
-         WHERE pl.partition_id = ANY (p_pids)
-           AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)
-    LOOP
-        v_keys := v_keys || (k.grp || ' ' || k.qid::text);
-        v_starts := v_starts || CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
-                                     ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk)
-                                END;
+    -- One statement into arrays, then a loop over them (no query left open: on Citus 13.2.2
+    -- a loop over a query in the commit-time trigger on a shard made the worker crash at
+    -- COMMIT PREPARED in tests/citus/test_citus_push.py).
+    SELECT array_agg(k.grp), array_agg(k.qid), array_agg(k.qname), array_agg(k.ns),
+           array_agg(k.tk)
+      INTO v_grps, v_qids, v_qnames, v_nss, v_tks
+      FROM (SELECT DISTINCT coalesce(p_group, c.consumer_group) AS grp, pl.queue_id AS qid,
+                   q.name AS qname, q.namespace AS ns, q.task AS tk
+              FROM queen.partition_lookup pl
+              JOIN queen.queues q ON q.id = pl.queue_id
+              LEFT JOIN queen.queue_consumer_groups c
+                     ON p_group IS NULL AND c.queue_id = pl.queue_id
+             WHERE pl.partition_id = ANY (p_pids)
+               AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)) k;
+    FOR i IN 1 .. coalesce(cardinality(v_grps), 0) LOOP
+        v_keys := v_keys || (v_grps[i] || ' ' || v_qids[i]::text);
+        v_starts := v_starts || CASE WHEN v_grps[i] = '__QUEUE_MODE__' THEN NULL
+                                     ELSE queen._subscription_start(v_grps[i], v_qnames[i], '',
+                                                                    v_nss[i], v_tks[i]) END;
     END LOOP;
     IF cardinality(v_keys) = 0 THEN
         RETURN;
