@@ -35,6 +35,13 @@ from queen_threads.db.pool import Pool
 
 Fetch = Literal["rowcount", "row", "rows"]
 FEATURE_NOT_SUPPORTED = "0A000"
+CITUS_REMOTE = "while executing command on"
+
+
+def raised_on_worker(exc: psycopg2.Error) -> bool:
+    """The error came from a Citus worker node (its context names the command sent there)."""
+    context = getattr(exc.diag, "context", None) or ""
+    return CITUS_REMOTE in context
 
 
 def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch, prefix: str = "") -> Any:
@@ -150,7 +157,11 @@ class Database(Statements):
             # A statement a Citus coordinator refused to plan inside a function leaves its
             # session unable to delegate function calls (queen_threads/db/citus.py): that
             # session is not reused. (On PostgreSQL this code is rare: a new connection.)
-            discard = exc.pgcode == FEATURE_NOT_SUPPORTED
+            # An error raised on a Citus worker leaves that worker's backend in the
+            # coordinator session's connection cache; Citus 13.2.2 was seen crashing such a
+            # backend (signal 11) at a later COMMIT PREPARED: that session is not reused
+            # either. (Never on PostgreSQL: the context names a worker.)
+            discard = exc.pgcode == FEATURE_NOT_SUPPORTED or raised_on_worker(exc)
             error = translate(exc)
             if conn.closed:  # the link itself is gone, not just this statement
                 self.pool.note_unreachable(str(error))

@@ -16,6 +16,7 @@ BEGIN
            AND p.proname = ANY (ARRAY[
                -- pop_partition_v1
                '_pop_one', '_pop_scope', '_conflation', '_cursor_row', '_cursor_rows',
+               '_cursor_rows_registered',
                '_registration_lock', '_ensure_subscription', '_subscription_start',
                '_pop_autopilot', '_autopilot', '_pop_ready_count', '_pop_active_leases',
                '_pop_take', '_pop_due', '_jint', '_jbool', '_try_uuid', '_try_timestamptz',

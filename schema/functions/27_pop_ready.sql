@@ -33,6 +33,59 @@ BEGIN
 END;
 $$;
 
+-- The cursor rows of every group registered for each partition's queue (what
+-- queen._cursor_rows does with p_group NULL: the commit-time trigger of 0019, which runs on
+-- the shard's worker on Citus). Its own statement, with the subscription starts computed
+-- inside it: run from the trigger of a delegated push on a Citus 13.2.2 worker, the form
+-- with the starts computed before the INSERT made the worker crash at COMMIT PREPARED
+-- (tests/citus/test_citus_push.py, after a delegated push).
+CREATE OR REPLACE FUNCTION queen._cursor_rows_registered(p_pids uuid[])
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    WITH r AS MATERIALIZED (
+        SELECT pl.partition_id AS pid, c.consumer_group AS grp, pl.queue_id AS qid,
+               pl.last_message_created_at AS hts, pl.last_message_id AS hid,
+               q.name AS qname, p.name AS pname, q.namespace AS ns, q.task AS tk
+          FROM queen.partition_lookup pl
+          JOIN queen.partitions p ON p.id = pl.partition_id
+          JOIN queen.queues q ON q.id = pl.queue_id
+          JOIN queen.queue_consumer_groups c ON c.queue_id = pl.queue_id
+         WHERE pl.partition_id = ANY (p_pids)
+    ),
+    -- The subscription's start once per (group, queue); a partition's own metadata row,
+    -- where there is one, wins (the order of queen._subscription_start).
+    qs AS (
+        SELECT k.grp, k.qid,
+               CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
+                    ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk) END AS start_ts
+          FROM (SELECT DISTINCT r.grp, r.qid, r.qname, r.ns, r.tk FROM r) k
+    )
+    INSERT INTO queen.partition_consumers AS pc
+           (partition_id, consumer_group, queue_id, head_created_at, head_id,
+            last_consumed_created_at, last_consumed_id, not_before)
+    SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
+           CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
+           x.hts  -- in the ready set since its newest message: the oldest first
+      FROM (SELECT r.pid, r.grp, r.qid, r.hts, r.hid,
+                   CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
+                        WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                        ELSE qs.start_ts END AS start_ts
+              FROM r
+              JOIN qs ON qs.grp = r.grp AND qs.qid = r.qid
+              LEFT JOIN queen.consumer_groups_metadata m
+                     ON m.consumer_group = r.grp AND m.queue_name = r.qname
+                    AND m.partition_name = r.pname AND m.namespace = '' AND m.task = ''
+                    AND r.pname <> '') x
+     ORDER BY x.pid, x.grp
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET queue_id = EXCLUDED.queue_id,
+           head_created_at = EXCLUDED.head_created_at,
+           head_id = EXCLUDED.head_id
+     WHERE pc.queue_id IS NULL OR pc.head_id IS NULL;
+END;
+$$;
+
 -- Cursor rows of the given partitions (those with a message) for p_group, or with
 -- p_group NULL for every group registered for each partition's queue; an existing row gets
 -- its queue and head filled in when it lacks them (a row a seek or an ack created). A new
@@ -48,9 +101,13 @@ DECLARE
     v_qnames text[];
     v_nss    text[];
     v_tks    text[];
-    v_keys   text[] := '{}';  -- group || ' ' || queue id
+    v_keys   jsonb[] := '{}';  -- [group, queue id]
     v_starts timestamptz[] := '{}';
 BEGIN
+    IF p_group IS NULL THEN
+        PERFORM queen._cursor_rows_registered(p_pids);
+        RETURN;
+    END IF;
     -- The subscription's start once per (group, queue), computed here and handed to the
     -- INSERT as values: on Citus a statement keyed by one partition runs on its shard,
     -- where a function that reads another table may not run (and a join to the values
@@ -70,7 +127,7 @@ BEGIN
              WHERE pl.partition_id = ANY (p_pids)
                AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)) k;
     FOR i IN 1 .. coalesce(cardinality(v_grps), 0) LOOP
-        v_keys := v_keys || (v_grps[i] || ' ' || v_qids[i]::text);
+        v_keys := array_append(v_keys, jsonb_build_array(v_grps[i], v_qids[i]));
         v_starts := v_starts || CASE WHEN v_grps[i] = '__QUEUE_MODE__' THEN NULL
                                      ELSE queen._subscription_start(v_grps[i], v_qnames[i], '',
                                                                     v_nss[i], v_tks[i]) END;
@@ -91,8 +148,10 @@ BEGIN
                    -- of queen._subscription_start)
                    CASE WHEN coalesce(p_group, c.consumer_group) = '__QUEUE_MODE__' THEN NULL
                         WHEN m.id IS NOT NULL THEN m.subscription_timestamp
-                        ELSE v_starts[array_position(v_keys, coalesce(p_group, c.consumer_group)
-                                                             || ' ' || pl.queue_id::text)]
+                        ELSE v_starts[array_position(v_keys,
+                                                     jsonb_build_array(
+                                                         coalesce(p_group, c.consumer_group),
+                                                         pl.queue_id))]
                    END AS start_ts
               FROM queen.partition_lookup pl
               JOIN queen.partitions p ON p.id = pl.partition_id
