@@ -29,17 +29,23 @@
 -- push_messages_v2). A probe costs an index lookup per item, about a quarter of a
 -- 1000-item push, for a case (a retried push) that is rare.
 -- The fast path (compact answer, first attempt, every item bound for an existing partition
--- of an uncapped, unencrypted queue: nearly every push) skips the per-item joins and
--- answers from its own rows: ids drawn in input order, one timestamp for the request, no
--- RETURNING joined back (about 30% of a 1000-item push, docs/benchmarks.md). Anything it
--- cannot answer (a duplicate makes its INSERT fail) goes through the general path.
+-- of an uncapped queue, and encrypted when its queue is: nearly every push) skips the
+-- per-item joins and answers from the rows it inserted: ids drawn in input order, one
+-- timestamp for the request, each row's item found by its offset (about 30% of a
+-- 1000-item push, docs/benchmarks.md). Anything it cannot answer (a duplicate makes its
+-- INSERT fail) goes through the general path.
 -- Steps: the request's (queue, partition) pairs (queen._push_pairs), missing queues and
 -- partitions and the partition locks (queen._push_prepare), then the fast path
 -- (queen._push_fast, NULL when it does not apply) or the general one (queen._push_general).
 DROP FUNCTION IF EXISTS queen._push_items(jsonb);
 DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean);
+DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean, boolean);
+-- p_partition: the id of the one partition every item names (queen.push_partition_v1),
+-- NULL when not known. When the items do not name exactly that partition the answer is
+-- NULL and nothing is written.
 CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb, p_probe boolean,
-                                             p_compact boolean DEFAULT false)
+                                             p_compact boolean DEFAULT false,
+                                             p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,7 +56,10 @@ BEGIN
         RETURN '[]'::json;
     END IF;
     v_pairs := queen._push_pairs(p_items);
-    v_pairs := queen._push_prepare(v_pairs);
+    v_pairs := queen._push_prepare(v_pairs, p_partition);
+    IF v_pairs IS NULL THEN
+        RETURN NULL;
+    END IF;
     IF p_compact AND NOT p_probe THEN
         v_result := queen._push_fast(p_items, v_pairs);
         IF v_result IS NOT NULL THEN
@@ -86,14 +95,35 @@ DROP FUNCTION IF EXISTS queen._push_prepare(jsonb);
 -- [queue, partition, first, last, partition_id (NULL: no such queue), next_offset after
 -- the reservation]. The partition of an item is where its pair says: no later statement
 -- resolves names again.
-CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb)
+-- With p_partition (the id of the one partition the caller says every item names): NULL,
+-- with nothing written, unless the items name exactly that existing partition of an
+-- uncapped queue; then only that partition's row is written, by its key (on Citus, where
+-- the call was delegated to the partition's node, a statement on that node only).
+CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb, p_partition uuid DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs jsonb := p_pairs;
     v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
     v_out   jsonb;
+    v_next  bigint;
 BEGIN
+    IF p_partition IS NOT NULL THEN
+        IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
+               SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+                WHERE p.id = p_partition AND q.name = v_pairs -> 0 ->> 0
+                  AND p.name = v_pairs -> 0 ->> 1 AND q.max_queue_size <= 0) THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+        VALUES (p_partition,
+                (v_pairs -> 0 ->> 3)::bigint - (v_pairs -> 0 ->> 2)::bigint + 1, v_now)
+        ON CONFLICT (partition_id) DO UPDATE
+           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+               last_activity = EXCLUDED.last_activity
+        RETURNING pc.next_offset INTO v_next;
+        RETURN jsonb_build_array(v_pairs -> 0 || jsonb_build_array(p_partition, v_next));
+    END IF;
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     --    (Queues and partitions are rarely new: the inserts run only when one is missing.)
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
@@ -132,12 +162,18 @@ BEGIN
     --    every push of a client that pushes one partition per request).
     --    The fast path numbers an item base + its position - first, with no sort; the
     --    general path numbers the stored items densely and gives back the rest (step 4).
-    PERFORM 1
-       FROM queen.queues q
-      WHERE q.max_queue_size > 0
-        AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
-      ORDER BY q.id
-        FOR NO KEY UPDATE;
+    --    (The lock only when there is one to take: on Citus a lock of a reference table's
+    --    rows is a statement on every node.)
+    IF EXISTS (SELECT 1 FROM queen.queues q
+                WHERE q.max_queue_size > 0
+                  AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)) THEN
+        PERFORM 1
+           FROM queen.queues q
+          WHERE q.max_queue_size > 0
+            AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
+          ORDER BY q.id
+            FOR NO KEY UPDATE;
+    END IF;
 
     WITH tgt AS MATERIALIZED (
         SELECT pr, p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
@@ -184,23 +220,28 @@ DECLARE
     v_shifts  jsonb;
     v_shift   bigint;
     v_pids    uuid[];
+    v_pshift  jsonb;
+    v_gen     boolean;
+    v_enc     boolean;
 BEGIN
 
-    -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
-    -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
+    -- The fast path: every item goes to an existing partition of an uncapped queue (and
+    -- comes encrypted when its queue is), and (first attempt) none is expected to be a
+    -- duplicate. A duplicate, stored or
     -- within the request, makes its INSERT fail: the caller runs the push again with
     -- p_probe, on the general path below.
     -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
     -- position 0}} are nested, so that no name is joined with another. A push to one
     -- partition (most) takes its offsets from one number instead of a map lookup per item.
-    SELECT bool_and(x.ok),
+    SELECT bool_and(x.ok), bool_or(x.enc),
            jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
            jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
            min(x.shift)
-      INTO v_fast, v_map, v_shifts, v_shift
+      INTO v_fast, v_enc, v_map, v_shifts, v_shift
       FROM (SELECT pr ->> 0 AS qn,
-                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0
-                                     AND NOT q.encryption_enabled, false)) AS ok,
+                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0, false))
+                       AS ok,
+                   bool_or(q.encryption_enabled) AS enc,
                    jsonb_object_agg(pr ->> 1, pr -> 4) AS parts,
                    jsonb_object_agg(pr ->> 1, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
                        AS shifts,
@@ -210,6 +251,12 @@ BEGIN
              GROUP BY pr ->> 0) x;
 
     IF NOT coalesce(v_fast, false) THEN
+        RETURN NULL;
+    END IF;
+    -- A queue with encryption_enabled takes only encrypted payloads (the general path
+    -- refuses the others one by one): here when every item came encrypted (as the items
+    -- of a server with QUEEN_ENCRYPTION_KEY do).
+    IF v_enc AND jsonb_path_exists(p_items, '$[*] ? (!(@.isEncrypted == true))') THEN
         RETURN NULL;
     END IF;
     -- The target partitions' newest message (by key: one node's shard on Citus).
@@ -223,36 +270,55 @@ BEGIN
     IF jsonb_array_length(v_pairs) > 1 THEN
         v_shift := NULL;
     END IF;
-    WITH n AS MATERIALIZED (
-        SELECT (o.n - 1)::integer AS idx, o.e,
-               (v_map -> (o.e ->> 'queue')
-                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
-               coalesce(v_shift,
-                        (v_shifts -> (o.e ->> 'queue')
-                                  ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
-               + o.n - 1 AS off,
-               coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
-               o.e ->> 'transactionId' IS NULL AS txn_generated,
-               queen._try_uuid(o.e ->> 'traceId') AS trace_id,
-               nextval('queen.messages_id_seq'::regclass) AS id
-          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
-         ORDER BY o.n
-    ),
-    ins AS (
+    -- The INSERT reads the items themselves, not a CTE: on Citus an INSERT ... SELECT
+    -- from an intermediate result is sent to every node, one from a function only to the
+    -- nodes its rows go to. Each answer row finds its item by its offset (the item at
+    -- 0-based position i got its partition's shift + i).
+    -- (Looking an item up costs: only when some item came without a transactionId, which
+    -- the server never sends.)
+    v_gen := jsonb_path_exists(p_items,
+                               '$[*] ? (!exists(@.transactionId) || @.transactionId == null)');
+    IF v_shift IS NULL THEN
+        SELECT jsonb_object_agg(pr ->> 4, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
+          INTO v_pshift
+          FROM jsonb_array_elements(v_pairs) pr;
+    END IF;
+    WITH ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
                 is_encrypted, created_at, partition_offset)
         OVERRIDING SYSTEM VALUE
-        SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
-               nullif(n.e ->> 'producerSub', ''),
-               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
-          FROM n
+        SELECT nextval('queen.messages_id_seq'::regclass), n.txn, n.pid, n.payload,
+               n.trace_id, n.producer_sub, n.is_enc, v_ts, n.off
+          FROM (SELECT (v_map -> (o.e ->> 'queue')
+                              ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid
+                           AS pid,
+                       coalesce(v_shift,
+                                (v_shifts -> (o.e ->> 'queue')
+                                          ->> coalesce(nullif(o.e ->> 'partition', ''),
+                                                       'Default'))::bigint)
+                       + o.n - 1 AS off,
+                       coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
+                       queen._try_uuid(o.e ->> 'traceId') AS trace_id,
+                       coalesce(o.e -> 'payload', 'null'::jsonb) AS payload,
+                       nullif(o.e ->> 'producerSub', '') AS producer_sub,
+                       coalesce(o.e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+                 ORDER BY o.n) n
+        RETURNING id, partition_id, trace_id, transaction_id, partition_offset
     )
-    SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
-                                     CASE WHEN n.txn_generated THEN n.txn END)
-                    ORDER BY n.idx)
+    SELECT json_agg(json_build_array('queued', r.id::text, r.partition_id, r.trace_id,
+                                     NULL, NULL,
+                                     CASE WHEN v_gen
+                                               AND p_items -> r.idx ->> 'transactionId' IS NULL
+                                          THEN r.transaction_id END)
+                    ORDER BY r.idx)
       INTO v_result
-      FROM n;
+      FROM (SELECT ins.*,
+                   (ins.partition_offset
+                    - coalesce(v_shift, (v_pshift ->> ins.partition_id::text)::bigint))::integer
+                       AS idx
+              FROM ins) r;
     IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
         PERFORM queen._wake(jsonb_build_object(
                     'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
@@ -433,7 +499,9 @@ END;
 $$;
 
 -- The push with its retries, in either answer form (see queen._push_items).
-CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean)
+DROP FUNCTION IF EXISTS queen._push_retrying(jsonb, boolean);
+CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean,
+                                                p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
@@ -460,7 +528,7 @@ BEGIN
     -- stored already, its INSERT fails and the push runs again with the probe.
     FOR attempt IN 1..4 LOOP
         BEGIN
-            RETURN queen._push_items(p_items, v_probe, p_compact);
+            RETURN queen._push_items(p_items, v_probe, p_compact, p_partition);
         EXCEPTION
             WHEN unique_violation OR internal_error THEN
                 -- (Citus reports a unique violation met by an INSERT ... SELECT as XX000)
@@ -502,5 +570,24 @@ BEGIN
     PERFORM set_config('queen.server_wakes', 'on', true);
     wake_epoch := queen._wake_epoch();
     results := queen._push_retrying(p_items, true);
+END;
+$$;
+
+DROP FUNCTION IF EXISTS queen.push_partition_v1(uuid, jsonb);
+-- One partition's push, what the server calls when every item of a request names one
+-- partition whose id it knows (queue_threads/queue/store.py): the compact answer of
+-- push_messages_v4, or NULL (nothing written) when the items do not name exactly that
+-- partition, or it is gone, or its queue is capped (the caller then pushes with
+-- push_messages_v4). Wake-ups are left to the server; the wake-interest epoch is its own
+-- statement (queen._wake_epoch), in the same transaction.
+-- On Citus this function is delegated by its first argument to the node that holds the
+-- partition (schema/citus/30_push.sql): the whole push runs there, in one round trip.
+-- (JSON as text: what the server parses itself.)
+CREATE OR REPLACE FUNCTION queen.push_partition_v1(p_partition_id uuid, p_items jsonb)
+RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    RETURN queen._push_retrying(p_items, true, p_partition_id)::text;
 END;
 $$;
