@@ -225,10 +225,15 @@ DROP FUNCTION IF EXISTS queen._partition_stats(uuid);
 -- lease; processing = in the live lease's batch, not acked yet; completed = consumed or
 -- dead-lettered (total - pending - processing); oldest_pending = creation time of the
 -- first message beyond the cursor.
+-- plpgsql (as _queue_stats): Citus plans no SQL function's parameterized statements on its
+-- tables; on Citus these run nested in the admin listings' queries on reference tables
+-- (schema/citus/50_admin_reads.sql).
 CREATE OR REPLACE FUNCTION queen._partition_stats(p_pid uuid)
 RETURNS TABLE (total bigint, pending bigint, processing bigint, completed bigint,
                oldest_pending timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT t.n,
            greatest(b.n - a.acked - a.leased, 0),
            a.leased,
@@ -250,13 +255,16 @@ LANGUAGE sql STABLE AS $$
                         THEN (SELECT count(*) FROM unnest(pc.batch_ids) x
                                WHERE NOT x = ANY (coalesce(pc.acked_ids, '{}')))
                         ELSE 0 END::bigint AS leased
-           ) a
+           ) a;
+END;
 $$;
 
 -- The same counts for a whole queue, plus its partition count and DLQ rows (every group).
 CREATE OR REPLACE FUNCTION queen._queue_stats(p_qid uuid)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
                'partitions', count(p.id),
                'messages', jsonb_build_object(
@@ -269,7 +277,8 @@ LANGUAGE sql STABLE AS $$
                                      WHERE dp.queue_id = p_qid)))
       FROM queen.partitions p
      CROSS JOIN LATERAL queen._partition_stats(p.id) s
-     WHERE p.queue_id = p_qid
+     WHERE p.queue_id = p_qid);
+END;
 $$;
 
 -- One trace as the API shows it.

@@ -1,0 +1,23 @@
+-- CITUS ONLY (citus-tier, issue 33 part 3): the admin and status reads on the coordinator's
+-- view of the cluster. Runs after the other files of this folder on every migrate.
+--
+-- The listings (GET /api/v1/status*, /resources/*, the dashboard) walk the definitions
+-- (reference tables, so their statements run as a query on the coordinator's copy) and call
+-- these functions per partition or queue; each of them reads one partition's or one queue's
+-- rows from the distributed tables. Citus refuses a distributed query nested in a query on
+-- a shard unless citus.allow_nested_distributed_execution is on: its concern is a nested
+-- query that cannot see the outer transaction's own writes, and these functions only read,
+-- in transactions that write nothing. So it is on for them alone.
+DO $citus$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_proc p
+         WHERE p.pronamespace = 'queen'::regnamespace
+           AND p.proname IN ('_partition_stats', '_queue_stats')
+    LOOP
+        EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
+    END LOOP;
+END;
+$citus$;
