@@ -136,10 +136,19 @@ SELECT queen.configure_queue_v1(%s::jsonb)::text;
 -- name: delete_queue
 -- Delete a queue (cascades to partitions, messages, cursors, DLQ, traces) and the
 -- subscription metadata and conflation policies recorded for it; true when it existed.
+-- The streams it was the last source of go too (on plain PostgreSQL the trigger
+-- stream_sources_gone would also see to it; on Citus a trigger on a reference table cannot,
+-- schema/citus/51_triggers.sql).
 WITH meta AS (
     DELETE FROM queen.consumer_groups_metadata WHERE queue_name = %(name)s
 ), policies AS (
     DELETE FROM queen.conflation_groups WHERE queue_name = %(name)s
+), orphans AS (
+    DELETE FROM queen.streams s
+     WHERE s.id IN (SELECT ss.stream_id FROM queen.stream_sources ss
+                      JOIN queen.queues q ON q.id = ss.queue_id WHERE q.name = %(name)s)
+       AND s.id NOT IN (SELECT ss.stream_id FROM queen.stream_sources ss
+                          JOIN queen.queues q ON q.id = ss.queue_id WHERE q.name <> %(name)s)
 ), gone AS (
     DELETE FROM queen.queues WHERE name = %(name)s RETURNING 1
 )

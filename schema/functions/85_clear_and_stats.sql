@@ -107,6 +107,10 @@ DECLARE
     v_tables  text[] := '{}';
     r         record;
 BEGIN
+    -- On Citus: an ANALYZE of a distributed table runs on its shards over one connection
+    -- per node, so that a reference table's after it is allowed in the same transaction;
+    -- of no effect elsewhere.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     FOR r IN
         SELECT c.oid::regclass AS rel
           FROM pg_class c
