@@ -4,6 +4,20 @@
 -- states of a message). Everything else the admin routes run is a plain statement; the
 -- DLQ's functions are in 85_dlq.sql.
 
+-- How many messages of a partition come after a cursor position, and the oldest of them
+-- (one partition's index range; on Citus run nested in queries on the definitions,
+-- schema/citus/50_admin_reads.sql).
+CREATE OR REPLACE FUNCTION queen._messages_after(p_pid uuid, p_ts timestamptz, p_id bigint)
+RETURNS TABLE (n bigint, oldest timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT count(*), min(m.created_at)
+      FROM queen.messages m
+     WHERE m.partition_id = p_pid AND (m.created_at, m.id) > (p_ts, p_id);
+END;
+$$;
+
 -- Per-(group, partition) consumption state, for the consumer-group routes.
 -- Scope: every (group, queue) pair where the group has a cursor on some partition of the
 -- queue or stored subscription metadata naming the queue (directly or by namespace/task),
@@ -27,12 +41,33 @@ RETURNS TABLE (
     last_consumed_at     timestamptz,
     last_activity_at     timestamptz
 )
-LANGUAGE sql STABLE AS $$
-    WITH gq AS (
-        SELECT pc.consumer_group AS grp, p.queue_id AS qid
-          FROM queen.partition_consumers pc
-          JOIN queen.partitions p ON p.id = pc.partition_id
-         WHERE p_group IS NULL OR pc.consumer_group = p_group
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    -- the group's cursors, read on their own (on Citus a distributed table, which the
+    -- definitions below, reference tables, may not be joined to through LATERAL)
+    v_cursors jsonb;
+BEGIN
+    SELECT coalesce(jsonb_agg(jsonb_build_object(
+               'grp', pc.consumer_group, 'pid', pc.partition_id,
+               'lease_expires_at', pc.lease_expires_at,
+               'acked', coalesce(cardinality(pc.acked_ids), 0),
+               'cur_ts', pc.last_consumed_created_at, 'cur_id', pc.last_consumed_id,
+               'last_consumed_at', pc.last_consumed_at,
+               'activity', greatest(pc.last_consumed_at, pc.lease_acquired_at, pc.created_at))),
+               '[]'::jsonb)
+      INTO v_cursors
+      FROM queen.partition_consumers pc
+     WHERE p_group IS NULL OR pc.consumer_group = p_group;
+    RETURN QUERY
+    WITH cur AS MATERIALIZED (
+        SELECT * FROM jsonb_to_recordset(v_cursors) AS x(
+            grp text, pid uuid, lease_expires_at timestamptz, acked integer,
+            cur_ts timestamptz, cur_id bigint, last_consumed_at timestamptz,
+            activity timestamptz)
+    ), gq AS (
+        SELECT cur.grp, p.queue_id AS qid
+          FROM cur
+          JOIN queen.partitions p ON p.id = cur.pid
         UNION
         SELECT m.consumer_group, q.id
           FROM queen.consumer_groups_metadata m
@@ -44,37 +79,32 @@ LANGUAGE sql STABLE AS $$
          WHERE p_group IS NULL OR m.consumer_group = p_group
     )
     SELECT gq.grp, q.id, q.name, p.id, p.name,
-           pc.partition_id IS NOT NULL,
+           pc.pid IS NOT NULL,
            coalesce(pc.lease_expires_at > now(), false),
            pc.lease_expires_at,
-           greatest(s.n - coalesce(cardinality(pc.acked_ids), 0), 0),
+           greatest(s.n - coalesce(pc.acked, 0), 0),
            s.oldest,
            pc.last_consumed_at,
-           greatest(pc.last_consumed_at, pc.lease_acquired_at, pc.created_at)
+           pc.activity
       FROM gq
       JOIN queen.queues q ON q.id = gq.qid
       JOIN queen.partitions p ON p.queue_id = q.id
-      LEFT JOIN queen.partition_consumers pc
-             ON pc.partition_id = p.id AND pc.consumer_group = gq.grp
+      LEFT JOIN cur pc ON pc.pid = p.id AND pc.grp = gq.grp
      CROSS JOIN LATERAL (
-            SELECT CASE WHEN pc.partition_id IS NOT NULL OR gq.grp = '__QUEUE_MODE__' THEN NULL
+            SELECT CASE WHEN pc.pid IS NOT NULL OR gq.grp = '__QUEUE_MODE__' THEN NULL
                         ELSE queen._subscription_start(gq.grp, q.name, p.name, q.namespace, q.task)
                    END AS start_ts
            ) st
      CROSS JOIN LATERAL (
-            SELECT CASE WHEN pc.partition_id IS NOT NULL
-                        THEN coalesce(pc.last_consumed_created_at, '-infinity')
+            SELECT CASE WHEN pc.pid IS NOT NULL
+                        THEN coalesce(pc.cur_ts, '-infinity')
                         ELSE coalesce(st.start_ts, '-infinity') END AS ts,
-                   CASE WHEN pc.partition_id IS NOT NULL THEN pc.last_consumed_id
+                   CASE WHEN pc.pid IS NOT NULL THEN pc.cur_id
                         WHEN st.start_ts IS NOT NULL THEN 9223372036854775807
                         ELSE 0 END AS id
            ) c
-     CROSS JOIN LATERAL (
-            SELECT count(*) AS n, min(m.created_at) AS oldest
-              FROM queen.messages m
-             WHERE m.partition_id = p.id
-               AND (m.created_at, m.id) > (c.ts, c.id)
-           ) s
+     CROSS JOIN LATERAL queen._messages_after(p.id, c.ts, c.id) s;
+END;
 $$;
 
 -- SEEK: move a consumer group's cursor on every partition of a queue (or one partition)
