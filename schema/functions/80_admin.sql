@@ -124,6 +124,8 @@ DECLARE
     v_ts     timestamptz := queen._try_timestamptz(p ->> 'timestamp');
     v_q      queen.queues;
     v_count  integer := 0;
+    v_at     timestamptz;
+    v_mid    bigint;
     r        record;
 BEGIN
     SELECT * INTO v_q FROM queen.queues WHERE name = v_queue;
@@ -134,45 +136,39 @@ BEGIN
     IF NOT v_to_end AND v_ts IS NULL THEN
         RAISE EXCEPTION 'toEnd or timestamp is required' USING ERRCODE = '22023';
     END IF;
+    -- Partition by partition in id order (the order push and pop lock them in), each one's
+    -- target and cursor by its own key (on Citus: statements on its node).
     FOR r IN
-        WITH tgt AS (
-            SELECT p.id,
-                   CASE WHEN v_to_end THEN pl.last_message_created_at ELSE b.created_at END AS ts,
-                   CASE WHEN v_to_end THEN pl.last_message_id ELSE b.id END AS mid
-              FROM queen.partitions p
-              LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
-              LEFT JOIN LATERAL (
-                    SELECT m.created_at, m.id
-                      FROM queen.messages m
-                     WHERE NOT v_to_end AND m.partition_id = p.id AND m.created_at <= v_ts
-                     ORDER BY m.created_at DESC, m.id DESC
-                     LIMIT 1) b ON true
-             WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part)
-        )
+        SELECT p.id, p.name FROM queen.partitions p
+         WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part)
+         ORDER BY p.id
+    LOOP
+        IF v_to_end THEN
+            SELECT pl.last_message_created_at, pl.last_message_id INTO v_at, v_mid
+              FROM queen.partition_lookup pl WHERE pl.partition_id = r.id;
+        ELSE
+            SELECT m.created_at, m.id INTO v_at, v_mid
+              FROM queen.messages m
+             WHERE m.partition_id = r.id AND m.created_at <= v_ts
+             ORDER BY m.created_at DESC, m.id DESC
+             LIMIT 1;
+        END IF;
         INSERT INTO queen.partition_consumers AS pc
                (partition_id, consumer_group, last_consumed_created_at, last_consumed_id)
-        SELECT tgt.id, v_group, tgt.ts, coalesce(tgt.mid, 0)
-          FROM tgt
-         ORDER BY tgt.id
+        VALUES (r.id, v_group, v_at, coalesce(v_mid, 0))
         ON CONFLICT (partition_id, consumer_group) DO UPDATE
            SET last_consumed_created_at = EXCLUDED.last_consumed_created_at,
                last_consumed_id = EXCLUDED.last_consumed_id,
                lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                batch_ids = NULL, acked_ids = NULL,
                retry_message_id = NULL, retry_count = 0, retry_available_at = NULL,
-               not_before = NULL  -- a seek backwards makes old messages visible at once
-        RETURNING pc.partition_id
-    LOOP
+               not_before = NULL;  -- a seek backwards makes old messages visible at once
         v_count := v_count + 1;
-    END LOOP;
-    IF v_count > 0 THEN
         -- A seek backwards (or a dropped lease) can make messages available: wake pollers.
         PERFORM queen._wake(jsonb_build_object(
-                    'kind', 'free', 'queue', v_q.name, 'partition', p.name,
-                    'consumerGroup', v_group, 'namespace', v_q.namespace, 'task', v_q.task))
-           FROM queen.partitions p
-          WHERE p.queue_id = v_q.id AND (v_part IS NULL OR p.name = v_part);
-    END IF;
+                    'kind', 'free', 'queue', v_q.name, 'partition', r.name,
+                    'consumerGroup', v_group, 'namespace', v_q.namespace, 'task', v_q.task));
+    END LOOP;
     RETURN jsonb_build_object('queueFound', true, 'partitionFound', v_count > 0,
                               'partitionsUpdated', v_count);
 END;
