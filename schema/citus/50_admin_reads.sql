@@ -15,7 +15,8 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p
          WHERE p.pronamespace = 'queen'::regnamespace
-           AND p.proname IN ('_partition_stats', '_queue_stats', '_messages_after')
+           AND p.proname IN ('_partition_stats', '_queue_stats', '_messages_after',
+                             '_partition_detail')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;

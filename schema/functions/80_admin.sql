@@ -285,6 +285,47 @@ BEGIN
 END;
 $$;
 
+-- What the partition listing shows of one partition besides its counts, from the tables
+-- Citus distributes (read by the partition's own key; nested-read allowed on Citus,
+-- schema/citus/50_admin_reads.sql): {lastWrite, lastMessageAt, deadLettered,
+-- consumerGroups: [{consumerGroup, lag, timeLagSeconds, oldestUnconsumedAt, leaseActive,
+-- leaseExpiresAt, lastConsumedAt}] by group}.
+CREATE OR REPLACE FUNCTION queen._partition_detail(p_pid uuid)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN jsonb_build_object(
+        'lastWrite', (SELECT pc.last_activity FROM queen.partition_counters pc
+                       WHERE pc.partition_id = p_pid),
+        'lastMessageAt', (SELECT queen._iso_ms(pl.last_message_created_at)
+                            FROM queen.partition_lookup pl WHERE pl.partition_id = p_pid),
+        'deadLettered', (SELECT count(*) FROM queen.dead_letter_queue d
+                          WHERE d.partition_id = p_pid),
+        'consumerGroups', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                       'consumerGroup', pc.consumer_group,
+                       'lag', greatest(b.n - coalesce(cardinality(pc.acked_ids), 0), 0),
+                       'timeLagSeconds', coalesce(
+                           floor(extract(epoch FROM now() - b.oldest))::bigint, 0),
+                       'oldestUnconsumedAt', queen._iso_ms(b.oldest),
+                       'leaseActive', coalesce(pc.lease_expires_at > now(), false),
+                       'leaseExpiresAt', CASE WHEN pc.lease_expires_at > now()
+                                              THEN queen._iso_ms(pc.lease_expires_at) END,
+                       'lastConsumedAt', queen._iso_ms(pc.last_consumed_at))
+                       ORDER BY pc.consumer_group)
+              FROM queen.partition_consumers pc
+             CROSS JOIN LATERAL (
+                    SELECT count(*) AS n, min(m.created_at) AS oldest
+                      FROM queen.messages m
+                     WHERE m.partition_id = p_pid
+                       AND (m.created_at, m.id)
+                           > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                              pc.last_consumed_id)
+                   ) b
+             WHERE pc.partition_id = p_pid), '[]'::jsonb));
+END;
+$$;
+
 -- The same counts for a whole queue, plus its partition count and DLQ rows (every group).
 CREATE OR REPLACE FUNCTION queen._queue_stats(p_qid uuid)
 RETURNS jsonb
