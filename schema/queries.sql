@@ -534,7 +534,7 @@ SELECT (jsonb_build_object(
             'task', q.task,
             'createdAt', queen._iso_ms(q.created_at),
             'updatedAt', queen._iso_ms(q.updated_at),
-            'options', queen._queue_options(q),
+            'options', queen._queue_options_of(q.id),
             'partitionDetails', coalesce((
                 SELECT jsonb_agg(jsonb_build_object(
                            'id', p.id,
@@ -548,11 +548,7 @@ SELECT (jsonb_build_object(
                   FROM queen.partitions p
                  CROSS JOIN LATERAL queen._partition_stats(p.id) s
                  WHERE p.queue_id = q.id), '[]'::jsonb),
-            'consumerGroups', coalesce((
-                SELECT jsonb_agg(DISTINCT pc.consumer_group)
-                  FROM queen.partition_consumers pc
-                  JOIN queen.partitions p ON p.id = pc.partition_id
-                 WHERE p.queue_id = q.id), '[]'::jsonb))
+            'consumerGroups', queen._queue_groups(q.id))
         || queen._queue_stats(q.id))::text
   FROM queen.queues q
  WHERE q.name = %(queue)s;

@@ -326,6 +326,32 @@ BEGIN
 END;
 $$;
 
+-- A queue's options by its id: on Citus a whole row of a reference table read in a query
+-- has its shard's row type, which queen._queue_options(queen.queues) does not take.
+CREATE OR REPLACE FUNCTION queen._queue_options_of(p_qid uuid)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_q queen.queues;
+BEGIN
+    SELECT * INTO v_q FROM queen.queues WHERE id = p_qid;
+    RETURN queen._queue_options(v_q);
+END;
+$$;
+
+-- The consumer groups with a cursor on some partition of a queue, as a JSON array
+-- (nested-read allowed on Citus, schema/citus/50_admin_reads.sql).
+CREATE OR REPLACE FUNCTION queen._queue_groups(p_qid uuid)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT jsonb_agg(DISTINCT pc.consumer_group)
+                       FROM queen.partition_consumers pc
+                       JOIN queen.partitions p ON p.id = pc.partition_id
+                      WHERE p.queue_id = p_qid), '[]'::jsonb);
+END;
+$$;
+
 -- The same counts for a whole queue, plus its partition count and DLQ rows (every group).
 CREATE OR REPLACE FUNCTION queen._queue_stats(p_qid uuid)
 RETURNS jsonb
