@@ -16,7 +16,9 @@ BEGIN
         SELECT p.oid::regprocedure FROM pg_proc p
          WHERE p.pronamespace = 'queen'::regnamespace
            AND p.proname IN ('_partition_stats', '_queue_stats', '_messages_after',
-                             '_partition_detail', '_queue_groups', '_queue_options_of')
+                             '_partition_detail', '_queue_groups', '_queue_options_of',
+                             '_queue_status', '_partition_writes', '_partition_cursors',
+                             '_partition_dlq_errors')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;

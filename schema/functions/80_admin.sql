@@ -326,6 +326,89 @@ BEGIN
 END;
 $$;
 
+-- The status routes' reads of the tables Citus distributes, per queue or partition by
+-- its own key (nested-read allowed on Citus, schema/citus/50_admin_reads.sql).
+-- A queue's partitions, last write, queue-mode counts, messages created in [p_from, p_to),
+-- DLQ rows, consumer groups with a cursor and live leases.
+CREATE OR REPLACE FUNCTION queen._queue_status(p_qid uuid, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (partitions bigint, last_activity timestamptz, total numeric, pending numeric,
+               processing numeric, completed numeric, oldest timestamptz, ingested bigint,
+               dead bigint, groups bigint, leases bigint)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_pids uuid[];
+    v_last timestamptz;
+BEGIN
+    SELECT coalesce(array_agg(p.id), '{}'), max(p.last_activity) INTO v_pids, v_last
+      FROM queen.partitions p WHERE p.queue_id = p_qid;
+    RETURN QUERY
+    SELECT cardinality(v_pids)::bigint,
+           greatest(v_last, (SELECT max(pc.last_activity) FROM queen.partition_counters pc
+                              WHERE pc.partition_id = ANY (v_pids))),
+           st.total, st.pending, st.processing, st.completed, st.oldest,
+           (SELECT count(*) FROM queen.messages m
+             WHERE m.partition_id = ANY (v_pids)
+               AND m.created_at >= p_from AND m.created_at < p_to),
+           (SELECT count(*) FROM queen.dead_letter_queue d WHERE d.partition_id = ANY (v_pids)),
+           (SELECT count(DISTINCT pc.consumer_group) FROM queen.partition_consumers pc
+             WHERE pc.partition_id = ANY (v_pids)),
+           (SELECT count(*) FROM queen.partition_consumers pc
+             WHERE pc.partition_id = ANY (v_pids) AND pc.lease_expires_at > now())
+      FROM (SELECT coalesce(sum(c.total), 0) AS total, coalesce(sum(c.pending), 0) AS pending,
+                   coalesce(sum(c.processing), 0) AS processing,
+                   coalesce(sum(c.completed), 0) AS completed, min(c.oldest_pending) AS oldest
+              FROM unnest(v_pids) AS x(pid)
+             CROSS JOIN LATERAL queen._partition_stats(x.pid) c) st;
+END;
+$$;
+
+-- A partition's last write (its counters) and the messages created in [p_from, p_to).
+CREATE OR REPLACE FUNCTION queen._partition_writes(p_pid uuid, p_from timestamptz, p_to timestamptz)
+RETURNS TABLE (last_write timestamptz, ingested bigint)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT (SELECT pc.last_activity FROM queen.partition_counters pc
+             WHERE pc.partition_id = p_pid),
+           (SELECT count(*) FROM queen.messages m
+             WHERE m.partition_id = p_pid AND m.created_at >= p_from AND m.created_at < p_to);
+END;
+$$;
+
+-- A partition's cursors with their lag (messages beyond, not acked out of order) and the
+-- oldest message beyond each.
+CREATE OR REPLACE FUNCTION queen._partition_cursors(p_pid uuid)
+RETURNS TABLE (consumer_group text, last_consumed_at timestamptz, lease_expires_at timestamptz,
+               last_consumed_created_at timestamptz, total_messages_consumed bigint,
+               leased boolean, lag bigint, oldest timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT pc.consumer_group, pc.last_consumed_at, pc.lease_expires_at,
+           pc.last_consumed_created_at, pc.total_messages_consumed::bigint,
+           pc.lease_expires_at > now(),
+           greatest(s.n - coalesce(cardinality(pc.acked_ids), 0), 0)::bigint, s.oldest
+      FROM queen.partition_consumers pc
+     CROSS JOIN LATERAL (
+            SELECT count(*) AS n, min(m.created_at) AS oldest
+              FROM queen.messages m
+             WHERE m.partition_id = p_pid
+               AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                           pc.last_consumed_id)) s
+     WHERE pc.partition_id = p_pid;
+END;
+$$;
+
+-- The error messages of a partition's DLQ rows (one per row).
+CREATE OR REPLACE FUNCTION queen._partition_dlq_errors(p_pid uuid)
+RETURNS TABLE (error_message text)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
+    SELECT d.error_message FROM queen.dead_letter_queue d WHERE d.partition_id = p_pid;
+END;
+$$;
+
 -- A queue's options by its id: on Citus a whole row of a reference table read in a query
 -- has its shard's row type, which queen._queue_options(queen.queues) does not take.
 CREATE OR REPLACE FUNCTION queen._queue_options_of(p_qid uuid)
