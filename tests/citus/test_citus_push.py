@@ -418,3 +418,34 @@ def test_a_session_citus_refused_a_statement_in_is_not_reused(
     finally:
         db.close()
         _sql(citus_dsn, "DROP FUNCTION public.cp_claim_all()")
+
+
+def test_a_push_through_the_coordinator_reaches_only_the_workers_of_its_partitions(
+    citus_cluster: CitusCluster, citus_dsn: str, http: httpx.Client
+) -> None:
+    """The general entry point (push_messages: a first push, several partitions): every
+    command the coordinator sends goes to a worker that holds one of the partitions."""
+    from queen_threads.db import queries
+
+    q = _name()
+    seeded = _push(http, [{"queue": q, "partition": f"p{n}", "payload": 0} for n in range(16)])
+    holders = {r["partition_id"]: _holder(citus_dsn, "queen.messages", r["partition_id"])[0]
+               for r in seeded}  # fmt: skip
+    one = next(iter(holders))
+    name = {r["partition_id"]: f"p{n}" for n, r in enumerate(seeded)}
+    conn = psycopg2.connect(citus_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SET citus.log_remote_commands = on")
+    cur.execute("SET client_min_messages = log")
+    try:
+        del conn.notices[:]
+        items = [{"queue": q, "partition": name[one], "payload": 1}]
+        cur.execute(queries.get("push_messages"), (json.dumps(items),))
+        assert {port for port, _ in _remote_commands(conn.notices)} == {holders[one]}
+        del conn.notices[:]
+        items = [{"queue": q, "partition": name[p], "payload": 2} for p in holders]
+        cur.execute(queries.get("push_messages"), (json.dumps(items),))
+        assert {port for port, _ in _remote_commands(conn.notices)} == set(holders.values())
+    finally:
+        conn.close()
