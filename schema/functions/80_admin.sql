@@ -6,7 +6,7 @@
 
 -- How many messages of a partition come after a cursor position, and the oldest of them
 -- (one partition's index range; on Citus run nested in queries on the definitions,
--- schema/citus/50_admin_reads.sql).
+-- schema/citus/50_nested_reads.sql).
 CREATE OR REPLACE FUNCTION queen._messages_after(p_pid uuid, p_ts timestamptz, p_id bigint)
 RETURNS TABLE (n bigint, oldest timestamptz)
 LANGUAGE plpgsql STABLE AS $$
@@ -253,7 +253,7 @@ DROP FUNCTION IF EXISTS queen._partition_stats(uuid);
 -- first message beyond the cursor.
 -- plpgsql (as _queue_stats): Citus plans no SQL function's parameterized statements on its
 -- tables; on Citus these run nested in the admin listings' queries on reference tables
--- (schema/citus/50_admin_reads.sql).
+-- (schema/citus/50_nested_reads.sql).
 CREATE OR REPLACE FUNCTION queen._partition_stats(p_pid uuid)
 RETURNS TABLE (total bigint, pending bigint, processing bigint, completed bigint,
                oldest_pending timestamptz)
@@ -287,7 +287,7 @@ $$;
 
 -- What the partition listing shows of one partition besides its counts, from the tables
 -- Citus distributes (read by the partition's own key; nested-read allowed on Citus,
--- schema/citus/50_admin_reads.sql): {lastWrite, lastMessageAt, deadLettered,
+-- schema/citus/50_nested_reads.sql): {lastWrite, lastMessageAt, deadLettered,
 -- consumerGroups: [{consumerGroup, lag, timeLagSeconds, oldestUnconsumedAt, leaseActive,
 -- leaseExpiresAt, lastConsumedAt}] by group}.
 CREATE OR REPLACE FUNCTION queen._partition_detail(p_pid uuid)
@@ -327,7 +327,7 @@ END;
 $$;
 
 -- The status routes' reads of the tables Citus distributes, per queue or partition by
--- its own key (nested-read allowed on Citus, schema/citus/50_admin_reads.sql).
+-- its own key (nested-read allowed on Citus, schema/citus/50_nested_reads.sql).
 -- A queue's partitions, last write, queue-mode counts, messages created in [p_from, p_to),
 -- DLQ rows, consumer groups with a cursor and live leases.
 CREATE OR REPLACE FUNCTION queen._queue_status(p_qid uuid, p_from timestamptz, p_to timestamptz)
@@ -423,7 +423,7 @@ END;
 $$;
 
 -- The consumer groups with a cursor on some partition of a queue, as a JSON array
--- (nested-read allowed on Citus, schema/citus/50_admin_reads.sql).
+-- (nested-read allowed on Citus, schema/citus/50_nested_reads.sql).
 CREATE OR REPLACE FUNCTION queen._queue_groups(p_qid uuid)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$

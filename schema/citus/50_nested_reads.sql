@@ -1,4 +1,5 @@
--- CITUS ONLY (citus-tier, issue 33 part 3): the admin and status reads on the coordinator's
+-- CITUS ONLY (citus-tier, issue 33 part 3): reads nested in statements on Citus tables: the
+-- admin and status reads on the coordinator's
 -- view of the cluster. Runs after the other files of this folder on every migrate.
 --
 -- The listings (GET /api/v1/status*, /resources/*, the dashboard) walk the definitions
@@ -8,6 +9,11 @@
 -- a shard unless citus.allow_nested_distributed_execution is on: its concern is a nested
 -- query that cannot see the outer transaction's own writes, and these functions only read,
 -- in transactions that write nothing. So it is on for them alone.
+-- queen._subscription_start (10_helpers.sql) reads a group's subscription (a reference
+-- table) and is called inside statements on the message tables' shards (a pop's or an
+-- ack's first cursor of a group, the consumer-group routes, retention's completed floor):
+-- the same check refused it there ("cannot execute a distributed query from a query on a
+-- shard"); it reads a definition, the node's own copy.
 DO $citus$
 DECLARE
     f regprocedure;
@@ -18,7 +24,7 @@ BEGIN
            AND p.proname IN ('_partition_stats', '_queue_stats', '_messages_after',
                              '_partition_detail', '_queue_groups', '_queue_options_of',
                              '_queue_status', '_partition_writes', '_partition_cursors',
-                             '_partition_dlq_errors')
+                             '_partition_dlq_errors', '_subscription_start')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;
