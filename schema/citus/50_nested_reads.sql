@@ -24,7 +24,8 @@ BEGIN
            AND p.proname IN ('_partition_stats', '_queue_stats', '_messages_after',
                              '_partition_detail', '_queue_groups', '_queue_options_of',
                              '_queue_status', '_partition_writes', '_partition_cursors',
-                             '_partition_dlq_errors', '_subscription_start')
+                             '_partition_dlq_errors', '_subscription_start',
+                             '_message_states')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;

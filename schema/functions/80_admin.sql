@@ -181,6 +181,8 @@ $$;
 -- the number of the last failed attempt (0: none), last_delay_ms = the last wait scheduled,
 -- next_attempt_at = when a scheduled retry may be delivered (NULL once it was, or when none
 -- waits), last_error / error_type = those of the last failed attempt.
+-- plpgsql, every statement keyed by the partition (Citus: router statements, run nested in
+-- the message listings, schema/citus/50_nested_reads.sql).
 DROP FUNCTION IF EXISTS queen._message_states(bigint, uuid, timestamptz);
 CREATE FUNCTION queen._message_states(p_mid bigint, p_pid uuid, p_created timestamptz)
 RETURNS TABLE (
@@ -200,7 +202,9 @@ RETURNS TABLE (
     error_type       text,
     attempts         jsonb
 )
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT g.grp,
            CASE WHEN d.id IS NOT NULL THEN 'dead_letter'
                 WHEN s.consumed THEN 'completed'
@@ -225,10 +229,12 @@ LANGUAGE sql STABLE AS $$
       FROM (SELECT pc0.consumer_group AS grp FROM queen.partition_consumers pc0
              WHERE pc0.partition_id = p_pid
             UNION
-            SELECT d0.consumer_group FROM queen.dead_letter_queue d0 WHERE d0.message_id = p_mid) g
+            SELECT d0.consumer_group FROM queen.dead_letter_queue d0
+             WHERE d0.partition_id = p_pid AND d0.message_id = p_mid) g
       LEFT JOIN queen.partition_consumers pc
              ON pc.partition_id = p_pid AND pc.consumer_group = g.grp
-      LEFT JOIN queen.dead_letter_queue d ON d.message_id = p_mid AND d.consumer_group = g.grp
+      LEFT JOIN queen.dead_letter_queue d
+             ON d.partition_id = p_pid AND d.message_id = p_mid AND d.consumer_group = g.grp
      CROSS JOIN LATERAL (
             SELECT c.consumed,
                    NOT c.consumed AND coalesce(pc.lease_expires_at > now()
@@ -242,7 +248,8 @@ LANGUAGE sql STABLE AS $$
             SELECT coalesce(CASE WHEN d.id IS NOT NULL THEN d.attempts
                                  WHEN pc.retry_message_id = p_mid THEN pc.retry_history END,
                             '[]'::jsonb) AS a
-           ) h
+           ) h;
+END;
 $$;
 
 DROP FUNCTION IF EXISTS queen._partition_stats(uuid);
