@@ -462,15 +462,9 @@ WITH m AS (
 SELECT id::text FROM t;
 
 -- name: admin_traces_for_message
--- Every trace of one message, oldest first; no row when the message does not exist.
-SELECT jsonb_build_object(
-           'partitionId', m.partition_id,
-           'transactionId', m.transaction_id,
-           'traces', coalesce((SELECT jsonb_agg(queen._trace_json(t) ORDER BY t.created_at, t.id)
-                                 FROM queen.message_traces t
-                                WHERE t.message_id = m.id), '[]'::jsonb))::text
-  FROM queen.messages m
- WHERE m.partition_id = %(partition_id)s::uuid AND m.transaction_id = %(transaction_id)s;
+-- Every trace of one message, oldest first; no row (NULL) when the message does not exist
+-- (queen.message_traces_v1, 80_admin.sql).
+SELECT queen.message_traces_v1(%(partition_id)s::uuid, %(transaction_id)s)::text;
 
 -- name: admin_traces_by_name
 -- Traces carrying one name, newest first, one page plus the total.

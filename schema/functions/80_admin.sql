@@ -464,6 +464,39 @@ BEGIN
 END;
 $$;
 
+-- Every trace of one message, oldest first, as GET /traces/{partition}/{transaction}
+-- answers it; NULL when the message does not exist. The message and its trace rows are
+-- read first (on Citus: from the partition's node, a trace row as JSON since a shard's row
+-- has its own type), their names then joined here by queen._trace_json (the names live
+-- beside the server, not with the partitions).
+CREATE OR REPLACE FUNCTION queen.message_traces_v1(p_pid uuid, p_txn text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_mid  bigint;
+    v_rows jsonb;
+BEGIN
+    SELECT m.id INTO v_mid FROM queen.messages m
+     WHERE m.partition_id = p_pid AND m.transaction_id = p_txn;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT coalesce(jsonb_agg(to_jsonb(t) ORDER BY t.created_at, t.id), '[]'::jsonb)
+      INTO v_rows
+      FROM queen.message_traces t
+     WHERE t.partition_id = p_pid AND t.message_id = v_mid;
+    RETURN jsonb_build_object(
+        'partitionId', p_pid,
+        'transactionId', p_txn,
+        'traces', coalesce((SELECT jsonb_agg(queen._trace_json(
+                                                 jsonb_populate_record(NULL::queen.message_traces,
+                                                                       r.j))
+                                             ORDER BY r.n)
+                              FROM jsonb_array_elements(v_rows) WITH ORDINALITY AS r(j, n)),
+                           '[]'::jsonb));
+END;
+$$;
+
 -- One trace as the API shows it.
 CREATE OR REPLACE FUNCTION queen._trace_json(t queen.message_traces)
 RETURNS jsonb
