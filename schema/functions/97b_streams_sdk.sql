@@ -292,3 +292,35 @@ BEGIN
         'ack_result', v_ack_res, 'released', v_released);
 END;
 $$;
+
+-- A query's shard counters, state size and its consumer group's lag on the source queue,
+-- for the query listing (GET /streams/v1/queries): {consumerGroup, partitions, cycles,
+-- acked, pushed, lastCycleAt, stateRows, stateBytes, lag}. Read by the query's own key (on
+-- Citus nested in the listing's statement on the definitions, 50_nested_reads.sql).
+CREATE OR REPLACE FUNCTION queen._sdk_query_stats(p_qid uuid, p_name text, p_source text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    sh record;
+    st record;
+    v_grp text;
+    v_lag numeric;
+BEGIN
+    SELECT count(*) AS n, coalesce(sum(s.cycles), 0) AS cycles,
+           coalesce(sum(s.acked), 0) AS acked, coalesce(sum(s.pushed), 0) AS pushed,
+           max(s.last_cycle_at) AS last_at, min(s.consumer_group) AS grp
+      INTO sh
+      FROM queen.sdk_shards s WHERE s.query_id = p_qid;
+    v_grp := coalesce(sh.grp, 'streams.' || p_name);
+    SELECT count(*) AS n,
+           coalesce(sum(octet_length(s.key) + pg_column_size(s.value)), 0) AS bytes
+      INTO st
+      FROM queen.sdk_state s WHERE s.query_id = p_qid;
+    SELECT coalesce(sum(gp.lag), 0) INTO v_lag
+      FROM queen._group_partitions(v_grp) gp WHERE gp.queue_name = p_source;
+    RETURN jsonb_build_object(
+        'consumerGroup', v_grp, 'partitions', sh.n, 'cycles', sh.cycles, 'acked', sh.acked,
+        'pushed', sh.pushed, 'lastCycleAt', queen._iso_ms(sh.last_at),
+        'stateRows', st.n, 'stateBytes', st.bytes, 'lag', v_lag);
+END;
+$$;
