@@ -25,7 +25,8 @@ BEGIN
                              '_partition_detail', '_queue_groups', '_queue_options_of',
                              '_queue_status', '_partition_writes', '_partition_cursors',
                              '_partition_dlq_errors', '_subscription_start',
-                             '_message_states', '_sdk_query_stats', '_group_partitions')
+                             '_message_states', '_sdk_query_stats', '_group_partitions',
+                             '_reads_log_start')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;
