@@ -175,10 +175,8 @@ WITH f AS (
        AND (%(namespace)s::text IS NULL OR q.namespace = %(namespace)s::text)
        AND (%(task)s::text IS NULL OR q.task = %(task)s::text)
        AND (%(status)s::text IS NULL
-            OR coalesce((SELECT s.status
-                           FROM queen._message_states(m.id, m.partition_id, m.created_at) s
-                          WHERE s.consumer_group = '__QUEUE_MODE__'), 'pending')
-               = %(status)s::text)
+            OR coalesce(queen._message_queue_status(m.id, m.partition_id, m.created_at),
+                        'pending') = %(status)s::text)
        AND (%(from_ts)s::timestamptz IS NULL OR m.created_at >= %(from_ts)s::timestamptz)
        AND (%(to_ts)s::timestamptz IS NULL OR m.created_at <= %(to_ts)s::timestamptz)
 ), page AS (

@@ -26,7 +26,7 @@ BEGIN
                              '_queue_status', '_partition_writes', '_partition_cursors',
                              '_partition_dlq_errors', '_subscription_start',
                              '_message_states', '_sdk_query_stats', '_group_partitions',
-                             '_reads_log_start')
+                             '_reads_log_start', '_message_queue_status')
     LOOP
         EXECUTE format('ALTER FUNCTION %s SET citus.allow_nested_distributed_execution = on', f);
     END LOOP;

@@ -416,6 +416,19 @@ BEGIN
 END;
 $$;
 
+-- Queue mode's status of one message (queen._message_states), NULL when queue mode has no
+-- cursor on its partition: a function call the message listing's filter can make on
+-- Citus too (where a subquery over a function, correlated with the message, is refused).
+CREATE OR REPLACE FUNCTION queen._message_queue_status(p_mid bigint, p_pid uuid,
+                                                       p_created timestamptz)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT s.status FROM queen._message_states(p_mid, p_pid, p_created) s
+             WHERE s.consumer_group = '__QUEUE_MODE__');
+END;
+$$;
+
 -- A queue's options by its id: on Citus a whole row of a reference table read in a query
 -- has its shard's row type, which queen._queue_options(queen.queues) does not take.
 CREATE OR REPLACE FUNCTION queen._queue_options_of(p_qid uuid)
