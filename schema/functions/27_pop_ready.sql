@@ -44,13 +44,13 @@ RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     k        record;
-    v_grps   text[] := '{}';
-    v_qids   uuid[] := '{}';
+    v_keys   text[] := '{}';  -- group || ' ' || queue id
     v_starts timestamptz[] := '{}';
 BEGIN
-    -- The subscription's start once per (group, queue), computed here and not in the
-    -- INSERT: on Citus a statement keyed by one partition runs on its shard, where a
-    -- function that reads another table may not run.
+    -- The subscription's start once per (group, queue), computed here and handed to the
+    -- INSERT as values: on Citus a statement keyed by one partition runs on its shard,
+    -- where a function that reads another table may not run (and a join to the values
+    -- would make Citus run the INSERT through the coordinator, also from a shard's trigger).
     FOR k IN
         SELECT DISTINCT coalesce(p_group, c.consumer_group) AS grp, pl.queue_id AS qid,
                q.name AS qname, q.namespace AS ns, q.task AS tk
@@ -61,13 +61,12 @@ BEGIN
          WHERE pl.partition_id = ANY (p_pids)
            AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)
     LOOP
-        v_grps := v_grps || k.grp;
-        v_qids := v_qids || k.qid;
+        v_keys := v_keys || (k.grp || ' ' || k.qid::text);
         v_starts := v_starts || CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
                                      ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk)
                                 END;
     END LOOP;
-    IF cardinality(v_grps) = 0 THEN
+    IF cardinality(v_keys) = 0 THEN
         RETURN;
     END IF;
     INSERT INTO queen.partition_consumers AS pc
@@ -76,23 +75,27 @@ BEGIN
     SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
            CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
            x.hts  -- in the ready set since its newest message: the oldest first
-      FROM (SELECT pl.partition_id AS pid, s.grp, pl.queue_id AS qid,
+      FROM (SELECT pl.partition_id AS pid, coalesce(p_group, c.consumer_group) AS grp,
+                   pl.queue_id AS qid,
                    pl.last_message_created_at AS hts, pl.last_message_id AS hid,
                    -- a partition's own metadata row, where there is one, wins (the order
                    -- of queen._subscription_start)
-                   CASE WHEN s.grp = '__QUEUE_MODE__' THEN NULL
+                   CASE WHEN coalesce(p_group, c.consumer_group) = '__QUEUE_MODE__' THEN NULL
                         WHEN m.id IS NOT NULL THEN m.subscription_timestamp
-                        ELSE s.start_ts END AS start_ts
+                        ELSE v_starts[array_position(v_keys, coalesce(p_group, c.consumer_group)
+                                                             || ' ' || pl.queue_id::text)]
+                   END AS start_ts
               FROM queen.partition_lookup pl
               JOIN queen.partitions p ON p.id = pl.partition_id
               JOIN queen.queues q ON q.id = pl.queue_id
-              JOIN unnest(v_grps, v_qids, v_starts) AS s(grp, qid, start_ts)
-                ON s.qid = pl.queue_id
+              LEFT JOIN queen.queue_consumer_groups c
+                     ON p_group IS NULL AND c.queue_id = pl.queue_id
               LEFT JOIN queen.consumer_groups_metadata m
-                     ON m.consumer_group = s.grp AND m.queue_name = q.name
-                    AND m.partition_name = p.name AND m.namespace = '' AND m.task = ''
-                    AND p.name <> ''
-             WHERE pl.partition_id = ANY (p_pids)) x
+                     ON m.consumer_group = coalesce(p_group, c.consumer_group)
+                    AND m.queue_name = q.name AND m.partition_name = p.name
+                    AND m.namespace = '' AND m.task = '' AND p.name <> ''
+             WHERE pl.partition_id = ANY (p_pids)
+               AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)) x
      ORDER BY x.pid, x.grp
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET queue_id = EXCLUDED.queue_id,
