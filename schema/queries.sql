@@ -136,10 +136,19 @@ SELECT queen.configure_queue_v1(%s::jsonb)::text;
 -- name: delete_queue
 -- Delete a queue (cascades to partitions, messages, cursors, DLQ, traces) and the
 -- subscription metadata and conflation policies recorded for it; true when it existed.
+-- The streams it was the last source of go too (on plain PostgreSQL the trigger
+-- stream_sources_gone would also see to it; on Citus a trigger on a reference table cannot,
+-- schema/citus/51_triggers.sql).
 WITH meta AS (
     DELETE FROM queen.consumer_groups_metadata WHERE queue_name = %(name)s
 ), policies AS (
     DELETE FROM queen.conflation_groups WHERE queue_name = %(name)s
+), orphans AS (
+    DELETE FROM queen.streams s
+     WHERE s.id IN (SELECT ss.stream_id FROM queen.stream_sources ss
+                      JOIN queen.queues q ON q.id = ss.queue_id WHERE q.name = %(name)s)
+       AND s.id NOT IN (SELECT ss.stream_id FROM queen.stream_sources ss
+                          JOIN queen.queues q ON q.id = ss.queue_id WHERE q.name <> %(name)s)
 ), gone AS (
     DELETE FROM queen.queues WHERE name = %(name)s RETURNING 1
 )
@@ -166,10 +175,8 @@ WITH f AS (
        AND (%(namespace)s::text IS NULL OR q.namespace = %(namespace)s::text)
        AND (%(task)s::text IS NULL OR q.task = %(task)s::text)
        AND (%(status)s::text IS NULL
-            OR coalesce((SELECT s.status
-                           FROM queen._message_states(m.id, m.partition_id, m.created_at) s
-                          WHERE s.consumer_group = '__QUEUE_MODE__'), 'pending')
-               = %(status)s::text)
+            OR coalesce(queen._message_queue_status(m.id, m.partition_id, m.created_at),
+                        'pending') = %(status)s::text)
        AND (%(from_ts)s::timestamptz IS NULL OR m.created_at >= %(from_ts)s::timestamptz)
        AND (%(to_ts)s::timestamptz IS NULL OR m.created_at <= %(to_ts)s::timestamptz)
 ), page AS (
@@ -453,15 +460,9 @@ WITH m AS (
 SELECT id::text FROM t;
 
 -- name: admin_traces_for_message
--- Every trace of one message, oldest first; no row when the message does not exist.
-SELECT jsonb_build_object(
-           'partitionId', m.partition_id,
-           'transactionId', m.transaction_id,
-           'traces', coalesce((SELECT jsonb_agg(queen._trace_json(t) ORDER BY t.created_at, t.id)
-                                 FROM queen.message_traces t
-                                WHERE t.message_id = m.id), '[]'::jsonb))::text
-  FROM queen.messages m
- WHERE m.partition_id = %(partition_id)s::uuid AND m.transaction_id = %(transaction_id)s;
+-- Every trace of one message, oldest first; no row (NULL) when the message does not exist
+-- (queen.message_traces_v1, 80_admin.sql).
+SELECT queen.message_traces_v1(%(partition_id)s::uuid, %(transaction_id)s)::text;
 
 -- name: admin_traces_by_name
 -- Traces carrying one name, newest first, one page plus the total.
@@ -525,7 +526,7 @@ SELECT (jsonb_build_object(
             'task', q.task,
             'createdAt', queen._iso_ms(q.created_at),
             'updatedAt', queen._iso_ms(q.updated_at),
-            'options', queen._queue_options(q),
+            'options', queen._queue_options_of(q.id),
             'partitionDetails', coalesce((
                 SELECT jsonb_agg(jsonb_build_object(
                            'id', p.id,
@@ -539,11 +540,7 @@ SELECT (jsonb_build_object(
                   FROM queen.partitions p
                  CROSS JOIN LATERAL queen._partition_stats(p.id) s
                  WHERE p.queue_id = q.id), '[]'::jsonb),
-            'consumerGroups', coalesce((
-                SELECT jsonb_agg(DISTINCT pc.consumer_group)
-                  FROM queen.partition_consumers pc
-                  JOIN queen.partitions p ON p.id = pc.partition_id
-                 WHERE p.queue_id = q.id), '[]'::jsonb))
+            'consumerGroups', queen._queue_groups(q.id))
         || queen._queue_stats(q.id))::text
   FROM queen.queues q
  WHERE q.name = %(queue)s;

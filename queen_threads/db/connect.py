@@ -24,6 +24,9 @@ Params = Sequence[Any] | dict[str, Any] | None
 
 # SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
 _UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
+# Citus on a worker node that went away mid-transaction (its cached connection to the node
+# fails); an internal error (XX000) without a code of its own.
+_CITUS_NODE_LOST = "failure on connection marked as essential"
 
 # TCP keepalives on every connection the project opens (pool, LISTEN, background sessions,
 # migrations): a link that died without a FIN or RST (a host or NAT that vanished) is
@@ -99,6 +102,9 @@ def translate(exc: BaseException) -> Exception:
             return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
     if isinstance(exc, psycopg2.Error):
         code = getattr(exc, "pgcode", None) or ""
+        if code == "XX000" and _first_line(exc).startswith(_CITUS_NODE_LOST):
+            # a Citus node the statement needed went away (Citus gives it no SQLSTATE)
+            return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
         if code.startswith("22") or code in ("23514", "P0002"):
             return ValidationError(_first_line(exc))
         if code[:2] in _UNAVAILABLE_CLASSES or code in ("40001", "40P01", "55P03"):

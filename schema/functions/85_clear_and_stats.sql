@@ -13,7 +13,8 @@
 -- Locks, in this order (the order acks and transactions take them, so they never deadlock
 -- with a clear):
 --   1. the cursor rows of the partitions (FOR UPDATE): waits for pops and acks in flight;
---   2. the partition rows (FOR UPDATE, in id order): waits for pushes in flight, and makes
+--   2. the partition rows (FOR UPDATE, in id order) and their counters rows (the lock
+--      pushes take since migration 0020): waits for pushes in flight, and makes
 --      every later push, first pop of a group (its new cursor row), ack into the DLQ and
 --      trace of these partitions wait until the clear commits, because each needs a
 --      key-share lock on the partition row. So no pop can lease a message the clear removes.
@@ -31,20 +32,34 @@ DECLARE
     v_msgs   bigint;
     v_dlq    bigint;
     v_traces bigint;
+    v_pid    uuid;
 BEGIN
-    PERFORM 1
-       FROM queen.partition_consumers pc
-       JOIN queen.partitions p ON p.id = pc.partition_id
-      WHERE p.queue_id = p_qid AND (p_partition IS NULL OR p.name = p_partition)
-      ORDER BY pc.partition_id, pc.consumer_group
-        FOR UPDATE OF pc;
+    -- On Citus: one connection per node for the whole transaction (the deletes below span
+    -- the nodes after rows of a reference table were locked); of no effect elsewhere.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    SELECT coalesce(array_agg(p.id ORDER BY p.id), '{}') INTO v_pids
+      FROM queen.partitions p
+     WHERE p.queue_id = p_qid AND (p_partition IS NULL OR p.name = p_partition);
 
+    -- 1. (partition by partition in id order: on Citus rows are locked only by a statement
+    --    on one shard)
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.partition_consumers pc
+          WHERE pc.partition_id = v_pid
+          ORDER BY pc.consumer_group
+            FOR UPDATE;
+    END LOOP;
+
+    -- 2. The partition rows, and the lock pushes take (their counters row, migration 0020).
     SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') INTO v_pids
       FROM (SELECT p.id
               FROM queen.partitions p
-             WHERE p.queue_id = p_qid AND (p_partition IS NULL OR p.name = p_partition)
+             WHERE p.id = ANY (v_pids)
              ORDER BY p.id
                FOR UPDATE) x;
+    FOREACH v_pid IN ARRAY v_pids LOOP
+        PERFORM 1 FROM queen.partition_counters pc WHERE pc.partition_id = v_pid FOR UPDATE;
+    END LOOP;
 
     DELETE FROM queen.message_traces t WHERE t.partition_id = ANY (v_pids);
     GET DIAGNOSTICS v_traces = ROW_COUNT;
@@ -107,6 +122,10 @@ DECLARE
     v_tables  text[] := '{}';
     r         record;
 BEGIN
+    -- On Citus: an ANALYZE of a distributed table runs on its shards over one connection
+    -- per node, so that a reference table's after it is allowed in the same transaction;
+    -- of no effect elsewhere.
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
     FOR r IN
         SELECT c.oid::regclass AS rel
           FROM pg_class c

@@ -26,20 +26,35 @@
 --     at the beginning);
 --   * queue mode, when it has a cursor on any partition of the queue.
 -- No row when no group reads the partition (then nothing counts as completed).
+-- The partition's cursors are read first, on their own (on Citus a router query to the
+-- partition's node), and the groups joined to them from a value: Citus plans neither a SQL
+-- function's parameterized statements on distributed tables nor a join of those with the
+-- subscriptions (a reference table) through correlated subqueries.
 CREATE OR REPLACE FUNCTION queen._ops_completed_floor(
     p_pid uuid, p_qid uuid, p_queue text, p_partition text, p_ns text, p_task text
 ) RETURNS TABLE (ts timestamptz, id bigint)
-LANGUAGE sql STABLE AS $$
-    WITH g AS (
-        SELECT pc.consumer_group AS grp
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    -- {group: [last_consumed_created_at, last_consumed_id]} of the partition's cursors
+    v_cursors    jsonb;
+    v_queue_mode boolean;
+BEGIN
+    SELECT coalesce(jsonb_object_agg(pc.consumer_group,
+                                     jsonb_build_array(pc.last_consumed_created_at,
+                                                       pc.last_consumed_id)), '{}'::jsonb)
+      INTO v_cursors
+      FROM queen.partition_consumers pc
+     WHERE pc.partition_id = p_pid;
+    v_queue_mode := v_cursors ? '__QUEUE_MODE__' OR EXISTS (
+        SELECT 1
           FROM queen.partition_consumers pc
-         WHERE pc.partition_id = p_pid
+          JOIN queen.partitions p ON p.id = pc.partition_id
+         WHERE p.queue_id = p_qid AND pc.consumer_group = '__QUEUE_MODE__');
+    RETURN QUERY
+    WITH g AS (
+        SELECT k.grp FROM jsonb_object_keys(v_cursors) AS k(grp)
         UNION
-        SELECT '__QUEUE_MODE__'
-         WHERE EXISTS (SELECT 1
-                         FROM queen.partition_consumers pc
-                         JOIN queen.partitions p ON p.id = pc.partition_id
-                        WHERE p.queue_id = p_qid AND pc.consumer_group = '__QUEUE_MODE__')
+        SELECT '__QUEUE_MODE__' WHERE v_queue_mode
         UNION
         SELECT m.consumer_group
           FROM queen.consumer_groups_metadata m
@@ -51,22 +66,22 @@ LANGUAGE sql STABLE AS $$
     )
     SELECT e.ts, e.id
       FROM g
-      LEFT JOIN queen.partition_consumers pc
-             ON pc.partition_id = p_pid AND pc.consumer_group = g.grp
+     CROSS JOIN LATERAL (SELECT v_cursors -> g.grp AS cur) c
      CROSS JOIN LATERAL (
-            SELECT CASE WHEN pc.partition_id IS NOT NULL THEN pc.last_consumed_created_at
+            SELECT CASE WHEN c.cur IS NOT NULL THEN (c.cur ->> 0)::timestamptz
                         WHEN g.grp = '__QUEUE_MODE__' THEN NULL
                         ELSE queen._subscription_start(g.grp, p_queue, p_partition, p_ns, p_task)
                    END AS start_ts
            ) st
      CROSS JOIN LATERAL (
             SELECT coalesce(st.start_ts, '-infinity'::timestamptz) AS ts,
-                   CASE WHEN pc.partition_id IS NOT NULL THEN pc.last_consumed_id
+                   CASE WHEN c.cur IS NOT NULL THEN (c.cur ->> 1)::bigint
                         WHEN st.start_ts IS NOT NULL THEN 9223372036854775807
                         ELSE 0 END::bigint AS id
            ) e
      ORDER BY e.ts, e.id
-     LIMIT 1
+     LIMIT 1;
+END;
 $$;
 
 -- Repair the wildcard candidate row of a partition after messages were deleted. Runs under
@@ -98,7 +113,8 @@ BEGIN
                  ORDER BY m.created_at DESC, m.id DESC
                  LIMIT 1) t
          WHERE pl.partition_id = p_pid
-           AND NOT EXISTS (SELECT 1 FROM queen.messages m2 WHERE m2.id = pl.last_message_id);
+           AND NOT EXISTS (SELECT 1 FROM queen.messages m2
+                            WHERE m2.partition_id = p_pid AND m2.id = pl.last_message_id);
     END IF;
 END;
 $$;
@@ -206,7 +222,7 @@ BEGIN
                  LIMIT v_budget
                    FOR UPDATE OF m SKIP LOCKED
             )
-            DELETE FROM queen.messages m USING v WHERE m.id = v.id;
+            DELETE FROM queen.messages m USING v WHERE m.partition_id = r.pid AND m.id = v.id;
             GET DIAGNOSTICS v_n = ROW_COUNT;
         ELSIF v_kind = 'completed_retention' THEN
             SELECT f.ts, f.id INTO v_hi_ts, v_hi_id
@@ -221,12 +237,13 @@ BEGIN
                    AND m.created_at < v_cut
                    AND (m.created_at, m.id) <= (v_hi_ts, v_hi_id)
                    AND m.id <> ALL (v_leased)
-                   AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
+                   AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d
+                                    WHERE d.partition_id = m.partition_id AND d.message_id = m.id)
                  ORDER BY m.created_at, m.id
                  LIMIT v_budget
                    FOR UPDATE OF m SKIP LOCKED
             )
-            DELETE FROM queen.messages m USING v WHERE m.id = v.id;
+            DELETE FROM queen.messages m USING v WHERE m.partition_id = r.pid AND m.id = v.id;
             GET DIAGNOSTICS v_n = ROW_COUNT;
         ELSE
             SELECT coalesce(pc.last_consumed_created_at, '-infinity'::timestamptz), pc.last_consumed_id
@@ -243,12 +260,13 @@ BEGIN
                    AND m.created_at < v_cut
                    AND (m.created_at, m.id) > (v_lo_ts, v_lo_id)
                    AND m.id <> ALL (v_leased)
-                   AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d WHERE d.message_id = m.id)
+                   AND NOT EXISTS (SELECT 1 FROM queen.dead_letter_queue d
+                                    WHERE d.partition_id = m.partition_id AND d.message_id = m.id)
                  ORDER BY m.created_at, m.id
                  LIMIT v_budget
                    FOR UPDATE OF m SKIP LOCKED
             )
-            DELETE FROM queen.messages m USING v WHERE m.id = v.id;
+            DELETE FROM queen.messages m USING v WHERE m.partition_id = r.pid AND m.id = v.id;
             GET DIAGNOSTICS v_n = ROW_COUNT;
         END IF;
 
@@ -295,15 +313,22 @@ DECLARE
     v_parts jsonb := '[]'::jsonb;
     r       record;
 BEGIN
+    -- Candidates: the old definitions, oldest first. Whether one has messages or a recent
+    -- write (its counters) is asked per candidate, by its own key: on Citus those tables
+    -- are distributed and the definitions reference tables, which one statement may not
+    -- mix through a correlated subquery. Only the candidates without them count towards
+    -- the limit, as the anti-join that found them did before.
     FOR r IN
         SELECT p.id AS pid, p.name AS pname, q.name AS qname
           FROM queen.partitions p
           JOIN queen.queues q ON q.id = p.queue_id
          WHERE p.last_activity < v_cut
-           AND NOT EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = p.id)
          ORDER BY p.last_activity, p.id
-         LIMIT v_limit
     LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.pid);
+        CONTINUE WHEN EXISTS (SELECT 1 FROM queen.partition_counters pc
+                               WHERE pc.partition_id = r.pid AND pc.last_activity >= v_cut);
+        EXIT WHEN v_seen >= v_limit;
         v_seen := v_seen + 1;
         -- The lock push takes first (it waits for us, or we skip a partition being pushed to).
         PERFORM 1 FROM queen.partitions

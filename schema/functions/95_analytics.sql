@@ -117,27 +117,28 @@ DECLARE
     v_queues integer;
     v_depth  bigint;
 BEGIN
-    WITH qm AS (
-        SELECT q.name,
-               coalesce(sum(greatest(b.n - coalesce(cardinality(pc.acked_ids), 0), 0)), 0) AS depth,
-               extract(epoch FROM now() - min(b.oldest)) AS lag_s
-          FROM queen.queues q
-          LEFT JOIN queen.partitions pt ON pt.queue_id = q.id
+    -- The per-partition parts read only the tables distributed by partition (on Citus:
+    -- pushed down to the nodes, each partition's messages beside its cursor); the queues'
+    -- names join their results on the coordinator. partition_lookup has a row for every
+    -- partition that has messages.
+    WITH pl AS MATERIALIZED (
+        SELECT l.queue_id,
+               greatest(b.n - coalesce(cardinality(pc.acked_ids), 0), 0) AS depth,
+               b.oldest
+          FROM queen.partition_lookup l
           LEFT JOIN queen.partition_consumers pc
-                 ON pc.partition_id = pt.id AND pc.consumer_group = '__QUEUE_MODE__'
-          LEFT JOIN LATERAL (
+                 ON pc.partition_id = l.partition_id AND pc.consumer_group = '__QUEUE_MODE__'
+         CROSS JOIN LATERAL (
                  SELECT count(*) AS n, min(m.created_at) AS oldest
                    FROM queen.messages m
-                  WHERE m.partition_id = pt.id
+                  WHERE m.partition_id = l.partition_id
                     AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
                                                 coalesce(pc.last_consumed_id, 0))
-               ) b ON true
-         GROUP BY q.name
-    ), gl AS (
-        SELECT q.name, extract(epoch FROM now() - min(f.created_at)) AS group_lag_s
+               ) b
+    ), gp AS MATERIALIZED (
+        SELECT l.queue_id, f.created_at AS oldest
           FROM queen.partition_consumers pc
-          JOIN queen.partitions pt ON pt.id = pc.partition_id
-          JOIN queen.queues q ON q.id = pt.queue_id
+          JOIN queen.partition_lookup l ON l.partition_id = pc.partition_id
          CROSS JOIN LATERAL (
                 SELECT m.created_at
                   FROM queen.messages m
@@ -148,6 +149,15 @@ BEGIN
                  LIMIT 1
                ) f
          WHERE pc.consumer_group <> '__QUEUE_MODE__'
+    ), qm AS (
+        SELECT q.name, coalesce(sum(pl.depth), 0) AS depth,
+               extract(epoch FROM now() - min(pl.oldest)) AS lag_s
+          FROM queen.queues q
+          LEFT JOIN pl ON pl.queue_id = q.id
+         GROUP BY q.name
+    ), gl AS (
+        SELECT q.name, extract(epoch FROM now() - min(gp.oldest)) AS group_lag_s
+          FROM gp JOIN queen.queues q ON q.id = gp.queue_id
          GROUP BY q.name
     ), levels AS (
         SELECT qm.name, qm.depth::bigint AS depth,

@@ -23,8 +23,12 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- The definition as the API shows it (the define body's names).
+-- The helpers that read tables are plpgsql, not SQL functions: Citus does not plan a SQL
+-- function's parameterized statements on its tables (reference tables included).
 CREATE OR REPLACE FUNCTION queen._stream_json(s queen.streams) RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
         'id', s.id,
         'name', s.name,
@@ -41,29 +45,36 @@ LANGUAGE sql STABLE AS $$
               FROM queen.stream_sources ss JOIN queen.queues q ON q.id = ss.queue_id
              WHERE ss.stream_id = s.id), '[]'::jsonb),
         'created_at', queen._iso_us(s.created_at),
-        'updated_at', queen._iso_us(s.updated_at))
+        'updated_at', queen._iso_us(s.updated_at)));
+END;
 $$;
 
 -- The keys of a stream: one per source partition, or '__GLOBAL__'.
 CREATE OR REPLACE FUNCTION queen._stream_keys(s queen.streams)
 RETURNS TABLE (stream_key text, partition_id uuid)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT p.id::text, p.id
       FROM queen.stream_sources ss JOIN queen.partitions p ON p.queue_id = ss.queue_id
      WHERE s.partitioned AND ss.stream_id = s.id
     UNION ALL
     SELECT '__GLOBAL__', NULL::uuid WHERE NOT s.partitioned
-    ORDER BY 1
+    ORDER BY 1;
+END;
 $$;
 
 -- The partitions whose messages make up a key.
 CREATE OR REPLACE FUNCTION queen._stream_key_partitions(s queen.streams, p_pid uuid)
 RETURNS uuid[]
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
     SELECT CASE WHEN p_pid IS NOT NULL THEN ARRAY[p_pid] ELSE
         (SELECT coalesce(array_agg(p.id), '{}')
            FROM queen.stream_sources ss JOIN queen.partitions p ON p.queue_id = ss.queue_id
-          WHERE ss.stream_id = s.id) END
+          WHERE ss.stream_id = s.id) END);
+END;
 $$;
 
 -- How far the sources of a key have got: the newest created_at of the partition's queue,
@@ -73,15 +84,23 @@ $$;
 -- anyway (commit skew aside, which the grace period covers). NULL: no source has any.
 CREATE OR REPLACE FUNCTION queen._stream_watermark(s queen.streams, p_pid uuid)
 RETURNS timestamptz
-LANGUAGE sql STABLE AS $$
-    SELECT min(w.mark)
-      FROM (SELECT (SELECT max(pl.last_message_created_at)
-                      FROM queen.partition_lookup pl WHERE pl.queue_id = ss.queue_id) AS mark
-              FROM queen.stream_sources ss
-             WHERE ss.stream_id = s.id
-               AND (p_pid IS NULL
-                    OR ss.queue_id = (SELECT p.queue_id FROM queen.partitions p
-                                       WHERE p.id = p_pid))) w
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_queues uuid[];
+BEGIN
+    -- the source queues (definitions), then their newest messages (on Citus distributed:
+    -- read apart from the definitions)
+    SELECT array_agg(ss.queue_id) INTO v_queues
+      FROM queen.stream_sources ss
+     WHERE ss.stream_id = s.id
+       AND (p_pid IS NULL
+            OR ss.queue_id = (SELECT p.queue_id FROM queen.partitions p WHERE p.id = p_pid));
+    RETURN (SELECT min(w.mark)
+              FROM (SELECT max(pl.last_message_created_at) AS mark
+                      FROM queen.partition_lookup pl
+                     WHERE pl.queue_id = ANY (v_queues)
+                     GROUP BY pl.queue_id) w);
+END;
 $$;
 
 -- A window with its messages, as a stream poll answers it. Built as json, not jsonb: a

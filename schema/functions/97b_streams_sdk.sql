@@ -16,6 +16,7 @@ DECLARE
     v_q     queen.sdk_queries;
     v_fresh boolean := false;
     v_wiped boolean := false;
+    v_now   timestamptz := now();  -- a value: Citus allows no now() in a CASE of an UPDATE
 BEGIN
     INSERT INTO queen.sdk_queries (name, source_queue, sink_queue, config_hash)
     VALUES (v_name, p ->> 'sourceQueue', p ->> 'sinkQueue', v_hash)
@@ -39,8 +40,8 @@ BEGIN
         END IF;
         UPDATE queen.sdk_queries
            SET source_queue = p ->> 'sourceQueue', sink_queue = p ->> 'sinkQueue',
-               config_hash = v_hash, updated_at = now(),
-               reset_at = CASE WHEN v_wiped THEN now() ELSE reset_at END
+               config_hash = v_hash, updated_at = v_now,
+               reset_at = CASE WHEN v_wiped THEN v_now ELSE reset_at END
          WHERE id = v_q.id;
     END IF;
     RETURN jsonb_build_object('success', true, 'query_id', v_q.id, 'name', v_name,
@@ -136,15 +137,16 @@ CREATE OR REPLACE FUNCTION queen._sdk_apply_state(p_qid uuid, p_pid uuid, p_ops 
 RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_op jsonb;
-    v_n  integer := 0;
+    v_op  jsonb;
+    v_n   integer := 0;
+    v_now timestamptz := now();  -- a value: Citus wants no now() in DO UPDATE SET
 BEGIN
     FOR v_op IN SELECT e FROM jsonb_array_elements(p_ops) e LOOP
         IF v_op ->> 'type' = 'upsert' THEN
             INSERT INTO queen.sdk_state (query_id, partition_id, key, value)
             VALUES (p_qid, p_pid, v_op ->> 'key', v_op -> 'value')
             ON CONFLICT (query_id, partition_id, key)
-            DO UPDATE SET value = EXCLUDED.value, updated_at = now();
+            DO UPDATE SET value = EXCLUDED.value, updated_at = v_now;
         ELSE
             DELETE FROM queen.sdk_state
              WHERE query_id = p_qid AND partition_id = p_pid AND key = v_op ->> 'key';
@@ -288,5 +290,37 @@ BEGIN
         'success', true, 'query_id', v_qid, 'partition_id', v_pid,
         'state_ops_applied', v_applied, 'push_results', v_push,
         'ack_result', v_ack_res, 'released', v_released);
+END;
+$$;
+
+-- A query's shard counters, state size and its consumer group's lag on the source queue,
+-- for the query listing (GET /streams/v1/queries): {consumerGroup, partitions, cycles,
+-- acked, pushed, lastCycleAt, stateRows, stateBytes, lag}. Read by the query's own key (on
+-- Citus nested in the listing's statement on the definitions, 50_nested_reads.sql).
+CREATE OR REPLACE FUNCTION queen._sdk_query_stats(p_qid uuid, p_name text, p_source text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    sh record;
+    st record;
+    v_grp text;
+    v_lag numeric;
+BEGIN
+    SELECT count(*) AS n, coalesce(sum(s.cycles), 0) AS cycles,
+           coalesce(sum(s.acked), 0) AS acked, coalesce(sum(s.pushed), 0) AS pushed,
+           max(s.last_cycle_at) AS last_at, min(s.consumer_group) AS grp
+      INTO sh
+      FROM queen.sdk_shards s WHERE s.query_id = p_qid;
+    v_grp := coalesce(sh.grp, 'streams.' || p_name);
+    SELECT count(*) AS n,
+           coalesce(sum(octet_length(s.key) + pg_column_size(s.value)), 0) AS bytes
+      INTO st
+      FROM queen.sdk_state s WHERE s.query_id = p_qid;
+    SELECT coalesce(sum(gp.lag), 0) INTO v_lag
+      FROM queen._group_partitions(v_grp) gp WHERE gp.queue_name = p_source;
+    RETURN jsonb_build_object(
+        'consumerGroup', v_grp, 'partitions', sh.n, 'cycles', sh.cycles, 'acked', sh.acked,
+        'pushed', sh.pushed, 'lastCycleAt', queen._iso_ms(sh.last_at),
+        'stateRows', st.n, 'stateBytes', st.bytes, 'lag', v_lag);
 END;
 $$;

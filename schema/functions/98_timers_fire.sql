@@ -42,17 +42,45 @@ DECLARE
     v_out     jsonb;
     v_next    timestamptz;
     v_error   text;
+    v_qid     uuid;
+    v_pids    uuid[];
+    v_newest  jsonb;
+    v_key     text;
+    v_claim   jsonb;
+    v_full_error text;
 BEGIN
     v_epoch := queen._wake_epoch();
     v_now := clock_timestamp();
     BEGIN
         PERFORM set_config('lock_timeout', '100ms', true);
-        SELECT coalesce(array_agg(s.t), '{}') INTO v_rows
-          FROM (SELECT t FROM queen.timers t
-                 WHERE t.fire_at <= v_now
-                 ORDER BY t.fire_at
-                 LIMIT v_limit
-                   FOR UPDATE SKIP LOCKED) s;
+        -- On Citus: one connection per node for the whole transaction (due timers are read
+        -- from every node, then reference tables are written); of no effect elsewhere.
+        PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true),
+                set_config('citus.max_adaptive_executor_pool_size', '1', true);
+        -- The claim: the queues of the oldest due timers first (a plain read), then each
+        -- queue's due timers locked by a statement of that queue alone (on Citus timers are
+        -- distributed by queue, and only a statement on one shard may lock rows).
+        v_rows := '{}';
+        FOR v_qid IN
+            SELECT c.queue_id
+              FROM (SELECT t.queue_id, t.fire_at FROM queen.timers t
+                     WHERE t.fire_at <= v_now
+                     ORDER BY t.fire_at
+                     LIMIT v_limit) c
+             GROUP BY c.queue_id
+             ORDER BY min(c.fire_at), c.queue_id
+        LOOP
+            -- (as JSON: a whole row a Citus worker returns has its shard's row type)
+            SELECT coalesce(jsonb_agg(s.t), '[]'::jsonb) INTO v_claim
+              FROM (SELECT to_jsonb(t) AS t FROM queen.timers t
+                     WHERE t.queue_id = v_qid AND t.fire_at <= v_now
+                     ORDER BY t.fire_at
+                     LIMIT v_limit - cardinality(v_rows)
+                       FOR UPDATE SKIP LOCKED) s;
+            v_rows := v_rows || ARRAY(SELECT jsonb_populate_record(NULL::queen.timers, e)
+                                        FROM jsonb_array_elements(v_claim) e);
+            EXIT WHEN cardinality(v_rows) >= v_limit;
+        END LOOP;
         v_claimed := cardinality(v_rows);
 
         IF v_claimed > 0 THEN
@@ -69,15 +97,16 @@ BEGIN
                AND q.id IN (SELECT c.queue_id FROM unnest(v_rows) c)
              ORDER BY q.id
                FOR NO KEY UPDATE;
-            WITH tgt AS (
-                SELECT p.id FROM queen.partitions p
-                 WHERE (p.queue_id, p.name) IN (SELECT c.queue_id, c.partition_name
-                                                  FROM unnest(v_rows) c)
-                 ORDER BY p.id
-                   FOR NO KEY UPDATE
-            )
-            UPDATE queen.partitions p SET last_activity = clock_timestamp()
-              FROM tgt WHERE p.id = tgt.id;
+            -- The partitions' lock pushes take (their counters row, migration 0020), in id
+            -- order, with their last write.
+            SELECT coalesce(array_agg(p.id ORDER BY p.id), '{}') INTO v_pids
+              FROM queen.partitions p
+             WHERE (p.queue_id, p.name) IN (SELECT c.queue_id, c.partition_name
+                                              FROM unnest(v_rows) c);
+            v_ts := clock_timestamp();
+            INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+            SELECT x.pid, 0, v_ts FROM unnest(v_pids) AS x(pid) ORDER BY x.pid
+            ON CONFLICT (partition_id) DO UPDATE SET last_activity = EXCLUDED.last_activity;
 
             -- Capped queues: every timer of a queue that this batch would overfill waits.
             SELECT coalesce(array_agg(x.queue_id), '{}') INTO v_full
@@ -88,6 +117,12 @@ BEGIN
                     HAVING queen._queue_depth(c.queue_id) + count(*) > q.max_queue_size) x;
 
             v_ts := clock_timestamp();
+            -- each partition's newest message (read apart: on Citus a distributed table)
+            SELECT coalesce(jsonb_object_agg(pl.partition_id, pl.last_message_created_at),
+                            '{}'::jsonb)
+              INTO v_newest
+              FROM queen.partition_lookup pl
+             WHERE pl.partition_id = ANY (v_pids);
             WITH ins AS (
                 INSERT INTO queen.messages
                        (id, transaction_id, partition_id, payload, trace_id, producer_sub,
@@ -95,10 +130,10 @@ BEGIN
                 OVERRIDING SYSTEM VALUE
                 SELECT c.message_id, c.txn, p.id, c.payload, NULL, c.producer_sub,
                        c.is_encrypted,
-                       greatest(v_ts, pl.last_message_created_at + interval '1 microsecond')
+                       greatest(v_ts, (v_newest ->> p.id::text)::timestamptz
+                                      + interval '1 microsecond')
                   FROM unnest(v_rows) c
                   JOIN queen.partitions p ON p.queue_id = c.queue_id AND p.name = c.partition_name
-                  LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
                  WHERE c.queue_id <> ALL (v_full)
                  ORDER BY p.id, c.message_id
                 ON CONFLICT ON CONSTRAINT messages_partition_transaction_unique DO NOTHING
@@ -106,15 +141,22 @@ BEGIN
             )
             SELECT coalesce(array_agg(ins.id), '{}') INTO v_stored FROM ins;
 
-            UPDATE queen.timers t
-               SET attempts = t.attempts + 1,
-                   last_error = format('queue %s is full (maxSize %s)', q.name, q.max_queue_size),
-                   fire_at = v_ts + make_interval(secs => least(60, power(2, t.attempts))),
-                   updated_at = v_ts
-              FROM queen.queues q
-             WHERE q.id = t.queue_id AND t.queue_id = ANY (v_full)
-               AND (t.queue_id, t.timer_key) IN (SELECT c.queue_id, c.timer_key
-                                                   FROM unnest(v_rows) c);
+            -- (per queue, with values: on Citus an UPDATE of a distributed table may apply
+            -- no stable function, timestamptz + interval included, to its columns)
+            FOREACH v_qid IN ARRAY v_full LOOP
+                SELECT format('queue %s is full (maxSize %s)', q.name, q.max_queue_size)
+                  INTO v_full_error
+                  FROM queen.queues q WHERE q.id = v_qid;
+                UPDATE queen.timers t
+                   SET attempts = t.attempts + 1,
+                       last_error = v_full_error,
+                       fire_at = to_timestamp(extract(epoch FROM v_ts)
+                                              + least(60, power(2, t.attempts))),
+                       updated_at = v_ts
+                 WHERE t.queue_id = v_qid
+                   AND t.timer_key IN (SELECT c.timer_key FROM unnest(v_rows) c
+                                        WHERE c.queue_id = v_qid);
+            END LOOP;
 
             DELETE FROM queen.timers t
              WHERE t.queue_id <> ALL (v_full)
@@ -164,14 +206,21 @@ BEGIN
             -- last_error) and the others are tried again at once. A timer that keeps
             -- failing ends up alone at the head, and waits up to a minute between tries.
             GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            -- (found first, then locked by its own key, as the claim)
+            SELECT x.queue_id, x.timer_key INTO v_qid, v_key
+              FROM queen.timers x WHERE x.fire_at <= v_now ORDER BY x.fire_at LIMIT 1;
+            v_ts := clock_timestamp();
             UPDATE queen.timers t
                SET attempts = t.attempts + 1,
                    last_error = left('fire failed: ' || v_error, 2000),
-                   fire_at = clock_timestamp() + make_interval(secs => least(60, power(2, t.attempts))),
-                   updated_at = clock_timestamp()
-             WHERE (t.queue_id, t.timer_key) = (SELECT x.queue_id, x.timer_key FROM queen.timers x
-                                                 WHERE x.fire_at <= v_now ORDER BY x.fire_at
-                                                 LIMIT 1 FOR UPDATE SKIP LOCKED);
+                   fire_at = to_timestamp(extract(epoch FROM v_ts)
+                                          + least(60, power(2, t.attempts))),
+                   updated_at = v_ts
+             WHERE t.queue_id = v_qid
+               AND (t.queue_id, t.timer_key) = (SELECT x.queue_id, x.timer_key FROM queen.timers x
+                                                 WHERE x.queue_id = v_qid AND x.timer_key = v_key
+                                                   AND x.fire_at <= v_now
+                                                   FOR UPDATE SKIP LOCKED);
             RETURN jsonb_build_object('fired', 0, 'duplicates', 0, 'deferred', 0,
                                       'pairs', '[]'::jsonb, 'lateMs', '[]'::jsonb, 'more', false,
                                       'nextInMs', NULL, 'retryInMs', 10, 'epoch', v_epoch,

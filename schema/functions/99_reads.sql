@@ -14,10 +14,12 @@ $$;
 -- The offset of a partition's oldest kept message (its next offset when it keeps none).
 CREATE OR REPLACE FUNCTION queen._reads_log_start(p_pid uuid, p_next bigint)
 RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce((SELECT m.partition_offset FROM queen.messages m
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce((SELECT m.partition_offset FROM queen.messages m
                       WHERE m.partition_id = p_pid
-                      ORDER BY m.created_at, m.id LIMIT 1), p_next)
+                      ORDER BY m.created_at, m.id LIMIT 1), p_next);
+END;
 $$;
 
 -- Input (validated by queen_threads/reads/body.py):
@@ -30,7 +32,8 @@ $$;
 -- before the call's maxBytes, except that the first record of the call always goes out (a
 -- record larger than the budget must not stop a reader for ever); an entry reads at most
 -- 20000 / entries (at least 16) records per call: the client asks again from nextOffset.
--- One statement, so one snapshot: the high watermark and the records agree.
+-- One statement, so one snapshot: the high watermark and the records agree. (On Citus a
+-- fetch over many partitions reads them through the coordinator: see docs/scaling.md.)
 CREATE OR REPLACE FUNCTION queen.fetch_offsets_v1(p jsonb)
 RETURNS json
 LANGUAGE sql STABLE AS $$
@@ -131,49 +134,68 @@ $$;
 -- in creation order. `after` is the `next` of the previous page.
 CREATE OR REPLACE FUNCTION queen._reads_changed_page(p_entry jsonb)
 RETURNS json
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_qid      uuid;
+    v_pids     uuid[];
+    -- {partition id: [last_activity, next_offset]} of the queue's partitions (migration
+    -- 0020; read apart from the definitions: on Citus a distributed table)
+    v_counters jsonb;
+BEGIN
+    SELECT q.id INTO v_qid FROM queen.queues q WHERE q.name = p_entry ->> 'queue';
+    IF v_qid IS NULL THEN
+        RETURN json_build_object('queue', p_entry ->> 'queue',
+                                 'error', 'UNKNOWN_TOPIC_OR_PARTITION', 'partitions', '[]'::json);
+    END IF;
+    v_pids := ARRAY(SELECT pa.id FROM queen.partitions pa WHERE pa.queue_id = v_qid);
+    SELECT coalesce(jsonb_object_agg(pc.partition_id,
+                                     jsonb_build_array(pc.last_activity, pc.next_offset)),
+                    '{}'::jsonb)
+      INTO v_counters
+      FROM queen.partition_counters pc
+     WHERE pc.partition_id = ANY (v_pids);
+    RETURN (
 WITH arg AS (
-    SELECT q.id AS qid,
+    SELECT v_qid AS qid,
            (p_entry ->> 'since')::timestamptz AS since,
            (split_part(p_entry ->> 'after', '/', 1))::timestamptz AS after_ts,
            queen._try_uuid(split_part(p_entry ->> 'after', '/', 2)) AS after_id,
            (p_entry ->> 'limit')::integer AS lim
-      FROM (SELECT 1) one
-      LEFT JOIN queen.queues q ON q.name = p_entry ->> 'queue'
+),
+parts AS (
+    SELECT pa.id, pa.name, pa.created_at,
+           greatest(pa.last_activity, (v_counters -> pa.id::text ->> 0)::timestamptz)
+               AS last_activity,
+           coalesce((v_counters -> pa.id::text ->> 1)::bigint, 0) AS next_offset
+      FROM queen.partitions pa
+     WHERE pa.queue_id = v_qid
 ),
 page AS MATERIALIZED (
-    SELECT pa.id, pa.name, pa.created_at,
-           greatest(pa.last_activity, pc.last_activity) AS last_activity,
-           coalesce(pc.next_offset, 0) AS next_offset
-      FROM arg
-      JOIN queen.partitions pa ON pa.queue_id = arg.qid
-      LEFT JOIN queen.partition_counters pc ON pc.partition_id = pa.id  -- (migration 0020)
-     WHERE (arg.since IS NULL OR greatest(pa.last_activity, pc.last_activity) >= arg.since)
-       AND (arg.after_ts IS NULL OR (pa.created_at, pa.id) > (arg.after_ts, arg.after_id))
-     ORDER BY pa.created_at, pa.id
+    SELECT parts.*
+      FROM arg, parts
+     WHERE (arg.since IS NULL OR parts.last_activity >= arg.since)
+       AND (arg.after_ts IS NULL OR (parts.created_at, parts.id) > (arg.after_ts, arg.after_id))
+     ORDER BY parts.created_at, parts.id
      LIMIT (SELECT lim + 1 FROM arg)
 ),
 numbered AS (
     SELECT page.*, row_number() OVER (ORDER BY page.created_at, page.id) AS rn FROM page
 )
-SELECT CASE WHEN (SELECT qid FROM arg) IS NULL
-            THEN json_build_object('queue', p_entry ->> 'queue',
-                                   'error', 'UNKNOWN_TOPIC_OR_PARTITION', 'partitions', '[]'::json)
-            ELSE json_build_object(
-                'queue', p_entry ->> 'queue',
-                'partitions', coalesce((
-                    SELECT json_agg(json_build_object(
-                               'name', n.name, 'id', n.id,
-                               'lastOffset', n.next_offset - 1,
-                               'logStart', queen._reads_log_start(n.id, n.next_offset),
-                               'lastWriteAt', queen._reads_ts(n.last_activity))
-                               ORDER BY n.rn)
-                      FROM numbered n, arg WHERE n.rn <= arg.lim), '[]'::json),
-                'next', (SELECT queen._reads_ts(n.created_at) || '/' || n.id
-                           FROM numbered n, arg
-                          WHERE n.rn = arg.lim
-                            AND EXISTS (SELECT 1 FROM numbered m WHERE m.rn > arg.lim)))
-       END
+SELECT json_build_object(
+           'queue', p_entry ->> 'queue',
+           'partitions', coalesce((
+               SELECT json_agg(json_build_object(
+                          'name', n.name, 'id', n.id,
+                          'lastOffset', n.next_offset - 1,
+                          'logStart', queen._reads_log_start(n.id, n.next_offset),
+                          'lastWriteAt', queen._reads_ts(n.last_activity))
+                          ORDER BY n.rn)
+                 FROM numbered n, arg WHERE n.rn <= arg.lim), '[]'::json),
+           'next', (SELECT queen._reads_ts(n.created_at) || '/' || n.id
+                      FROM numbered n, arg
+                     WHERE n.rn = arg.lim
+                       AND EXISTS (SELECT 1 FROM numbered m WHERE m.rn > arg.lim))));
+END;
 $$;
 
 -- Input (validated by queen_threads/reads/body.py):

@@ -11,7 +11,8 @@ WITH f AS (
            d.error_type, d.attempts, m.id AS mid, m.transaction_id, m.partition_id, m.payload, m.trace_id,
            m.producer_sub, m.is_encrypted, m.created_at, p.name AS pname, q.name AS qname
       FROM queen.dead_letter_queue d
-      JOIN queen.messages m ON m.id = d.message_id
+      -- (joined on the partition too: on Citus both are distributed by it, co-located)
+      JOIN queen.messages m ON m.partition_id = d.partition_id AND m.id = d.message_id
       JOIN queen.partitions p ON p.id = d.partition_id
       JOIN queen.queues q ON q.id = p.queue_id
      WHERE (%(queue)s::text IS NULL OR q.name = %(queue)s::text)

@@ -212,34 +212,8 @@ WITH fq AS MATERIALIZED (
                'leases', jsonb_build_object('active', st.leases),
                'throughput', jsonb_build_object('ingested', st.ingested)) AS j
       FROM pg
-     CROSS JOIN LATERAL (
-            SELECT count(*) AS partitions,
-                   max(greatest(p.last_activity, (SELECT pc.last_activity
-                                                    FROM queen.partition_counters pc
-                                                   WHERE pc.partition_id = p.id)))
-                       AS last_activity,
-                   coalesce(sum(c.total), 0) AS total, coalesce(sum(c.pending), 0) AS pending,
-                   coalesce(sum(c.processing), 0) AS processing,
-                   coalesce(sum(c.completed), 0) AS completed, min(c.oldest_pending) AS oldest,
-                   coalesce(sum(i.n), 0) AS ingested,
-                   (SELECT count(*) FROM queen.dead_letter_queue d
-                      JOIN queen.partitions dp ON dp.id = d.partition_id
-                     WHERE dp.queue_id = pg.id) AS dead,
-                   (SELECT count(DISTINCT pc.consumer_group) FROM queen.partition_consumers pc
-                      JOIN queen.partitions gp ON gp.id = pc.partition_id
-                     WHERE gp.queue_id = pg.id) AS groups,
-                   (SELECT count(*) FROM queen.partition_consumers pc
-                      JOIN queen.partitions lp ON lp.id = pc.partition_id
-                     WHERE lp.queue_id = pg.id AND pc.lease_expires_at > now()) AS leases
-              FROM queen.partitions p
-             CROSS JOIN LATERAL queen._partition_stats(p.id) c
-             CROSS JOIN LATERAL (
-                    SELECT count(*) AS n FROM queen.messages m
-                     WHERE m.partition_id = p.id
-                       AND m.created_at >= %(from_ts)s::timestamptz
-                       AND m.created_at < %(to_ts)s::timestamptz) i
-             WHERE p.queue_id = pg.id
-           ) st
+     CROSS JOIN LATERAL queen._queue_status(pg.id, %(from_ts)s::timestamptz,
+                                             %(to_ts)s::timestamptz) st
 )
 SELECT jsonb_build_object(
            'queues', coalesce((SELECT jsonb_agg(j ORDER BY name) FROM rows), '[]'::jsonb),
@@ -253,31 +227,20 @@ SELECT jsonb_build_object(
 WITH q AS MATERIALIZED (
     SELECT * FROM queen.queues WHERE name = %(queue)s
 ), parts AS MATERIALIZED (
+    -- (what lives in the tables Citus distributes is read per partition by functions,
+    -- 80_admin.sql)
     SELECT p.id, p.name, p.created_at,
-           greatest(p.last_activity, (SELECT pc.last_activity FROM queen.partition_counters pc
-                                       WHERE pc.partition_id = p.id)) AS last_activity, c.*,
-           (SELECT count(*) FROM queen.messages m
-             WHERE m.partition_id = p.id
-               AND m.created_at >= %(from_ts)s::timestamptz
-               AND m.created_at < %(to_ts)s::timestamptz) AS ingested
+           greatest(p.last_activity, x.last_write) AS last_activity, c.*, x.ingested
       FROM queen.partitions p
       JOIN q ON q.id = p.queue_id
      CROSS JOIN LATERAL queen._partition_stats(p.id) c
+     CROSS JOIN LATERAL queen._partition_writes(p.id, %(from_ts)s::timestamptz,
+                                                %(to_ts)s::timestamptz) x
 ), cons AS MATERIALIZED (
-    SELECT pc.partition_id, pc.consumer_group, pc.last_consumed_at, pc.lease_expires_at,
-           pc.last_consumed_created_at, pc.total_messages_consumed,
-           pc.lease_expires_at > now() AS leased,
-           greatest(s.n - coalesce(cardinality(pc.acked_ids), 0), 0) AS lag, s.oldest
-      FROM queen.partition_consumers pc
-      JOIN parts ON parts.id = pc.partition_id
-     CROSS JOIN LATERAL (
-            SELECT count(*) AS n, min(m.created_at) AS oldest
-              FROM queen.messages m
-             WHERE m.partition_id = pc.partition_id
-               AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
-                                           pc.last_consumed_id)) s
+    SELECT c.*, parts.id AS partition_id
+      FROM parts CROSS JOIN LATERAL queen._partition_cursors(parts.id) c
 ), dlq AS MATERIALIZED (
-    SELECT d.* FROM queen.dead_letter_queue d JOIN parts ON parts.id = d.partition_id
+    SELECT d.* FROM parts CROSS JOIN LATERAL queen._partition_dlq_errors(parts.id) d
 )
 SELECT jsonb_build_object(
            'queue', jsonb_build_object(

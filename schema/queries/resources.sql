@@ -6,11 +6,11 @@
 -- name: admin_partition_list
 -- Partitions (of %(queue)s, or of the queues in %(namespace)s / %(task)s), by queue and
 -- partition name, one page plus the total under the same filters: queue mode's message
--- counts, DLQ rows, and every consumer group with a cursor on the partition with its lag.
+-- counts, DLQ rows, and every consumer group with a cursor on the partition with its lag
+-- (what comes from the tables distributed on Citus: queen._partition_stats and
+-- queen._partition_detail, 80_admin.sql).
 WITH f AS (
-    SELECT p.id, p.name, p.created_at,
-           greatest(p.last_activity, (SELECT pc.last_activity FROM queen.partition_counters pc
-                                       WHERE pc.partition_id = p.id)) AS last_activity,
+    SELECT p.id, p.name, p.created_at, p.last_activity,
            q.name AS qname, q.namespace, q.task
       FROM queen.partitions p
       JOIN queen.queues q ON q.id = p.queue_id
@@ -29,40 +29,18 @@ SELECT jsonb_build_object(
                           'namespace', pg.namespace,
                           'task', pg.task,
                           'createdAt', queen._iso_ms(pg.created_at),
-                          'lastActivity', queen._iso_ms(pg.last_activity),
-                          'lastMessageAt', (SELECT queen._iso_ms(pl.last_message_created_at)
-                                              FROM queen.partition_lookup pl
-                                             WHERE pl.partition_id = pg.id),
+                          'lastActivity', queen._iso_ms(greatest(pg.last_activity,
+                                                                 (d.j ->> 'lastWrite')::timestamptz)),
+                          'lastMessageAt', d.j -> 'lastMessageAt',
                           'messages', jsonb_build_object(
                               'total', s.total, 'pending', s.pending,
                               'processing', s.processing, 'completed', s.completed,
-                              'deadLettered', (SELECT count(*) FROM queen.dead_letter_queue d
-                                                WHERE d.partition_id = pg.id)),
-                          'consumerGroups', coalesce((
-                              SELECT jsonb_agg(jsonb_build_object(
-                                         'consumerGroup', pc.consumer_group,
-                                         'lag', greatest(b.n - coalesce(cardinality(pc.acked_ids), 0), 0),
-                                         'timeLagSeconds', coalesce(
-                                             floor(extract(epoch FROM now() - b.oldest))::bigint, 0),
-                                         'oldestUnconsumedAt', queen._iso_ms(b.oldest),
-                                         'leaseActive', coalesce(pc.lease_expires_at > now(), false),
-                                         'leaseExpiresAt', CASE WHEN pc.lease_expires_at > now()
-                                                                THEN queen._iso_ms(pc.lease_expires_at) END,
-                                         'lastConsumedAt', queen._iso_ms(pc.last_consumed_at))
-                                         ORDER BY pc.consumer_group)
-                                FROM queen.partition_consumers pc
-                               CROSS JOIN LATERAL (
-                                      SELECT count(*) AS n, min(m.created_at) AS oldest
-                                        FROM queen.messages m
-                                       WHERE m.partition_id = pc.partition_id
-                                         AND (m.created_at, m.id)
-                                             > (coalesce(pc.last_consumed_created_at, '-infinity'),
-                                                pc.last_consumed_id)
-                                     ) b
-                               WHERE pc.partition_id = pg.id), '[]'::jsonb))
+                              'deadLettered', d.j -> 'deadLettered'),
+                          'consumerGroups', d.j -> 'consumerGroups')
                         ORDER BY pg.qname, pg.name)
                  FROM page pg
-                CROSS JOIN LATERAL queen._partition_stats(pg.id) s), '[]'::jsonb),
+                CROSS JOIN LATERAL queen._partition_stats(pg.id) s
+                CROSS JOIN LATERAL (SELECT queen._partition_detail(pg.id) AS j) d), '[]'::jsonb),
            'total', (SELECT count(*) FROM f),
            'pagination', jsonb_build_object('limit', %(limit)s, 'offset', %(offset)s))::text;
 

@@ -140,6 +140,20 @@ class CitusCluster:
         for proc in procs:
             proc.communicate(timeout=60)
 
+    def stop_node(self, node: str, mode: str = "immediate") -> None:
+        """Stop one node (a worker "failing"); `start_node` brings it back on its port."""
+        proc = self._spawn("pg_ctl", "-D", str(self._data(node)), "-m", mode, "-w", "stop")
+        _, err = proc.communicate(timeout=60)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{node} did not stop: {err.strip()}")
+
+    def start_node(self, node: str) -> None:
+        """Start a stopped node again, on the port its settings keep."""
+        proc = self._spawn("pg_ctl", *self._start_args(node))
+        _, err = proc.communicate(timeout=90)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{node} did not start: {err.strip()}")
+
     def create_database(self, name: str) -> str:
         """A database on every node with the extension, the nodes registered; its DSN on
         the coordinator. (Registration is per database, and so is the extension.)"""
