@@ -12,16 +12,16 @@ from bench.scenarios import SCENARIOS
 
 # what `citus.log_remote_commands` leaves in a node's log (log_min_messages = notice)
 LOG = """\
-2026-11-26 19:52:01.101 UTC [9653] NOTICE:  issuing SELECT public.f1('0000-01'::uuid, 1) AS f1
-2026-11-26 19:52:01.101 UTC [9653] DETAIL:  on server postgres@127.0.0.1:36957 connectionId: 3
-2026-11-26 19:52:01.102 UTC [9653] NOTICE:  issuing BEGIN;SELECT assign_distributed_transaction_id(0, 51, '2026-11-26');
-2026-11-26 19:52:01.102 UTC [9653] DETAIL:  on server postgres@127.0.0.1:50355 connectionId: 4
-2026-11-26 19:52:01.103 UTC [9653] NOTICE:  issuing INSERT INTO public.t1_102081 (p, v)
+19:52:01.101 [9653] NOTICE:  issuing SELECT public.f1('0000-01'::uuid, 1) AS f1
+19:52:01.101 [9653] DETAIL:  on server postgres@127.0.0.1:36957 connectionId: 3
+19:52:01.102 [9653] NOTICE:  issuing BEGIN;SELECT assign_distributed_transaction_id(0, 51, 'x');
+19:52:01.102 [9653] DETAIL:  on server postgres@127.0.0.1:50355 connectionId: 4
+19:52:01.103 [9653] NOTICE:  issuing INSERT INTO public.t1_102081 (p, v)
 	VALUES ('0000-03'::uuid, 1)
-2026-11-26 19:52:01.103 UTC [9653] DETAIL:  on server postgres@127.0.0.1:50355 connectionId: 4
-2026-11-26 19:52:01.104 UTC [9653] NOTICE:  issuing COMMIT PREPARED 'citus_0_9653_51_7'
-2026-11-26 19:52:01.104 UTC [9653] DETAIL:  on server postgres@127.0.0.1:41000 connectionId: 5
-2026-11-26 19:52:01.105 UTC [9700] LOG:  checkpoint starting: time
+19:52:01.103 [9653] DETAIL:  on server postgres@127.0.0.1:50355 connectionId: 4
+19:52:01.104 [9653] NOTICE:  issuing COMMIT PREPARED 'citus_0_9653_51_7'
+19:52:01.104 [9653] DETAIL:  on server postgres@127.0.0.1:41000 connectionId: 5
+19:52:01.105 [9700] LOG:  checkpoint starting: time
 """
 
 
