@@ -50,7 +50,7 @@ BEGIN
         RETURN '[]'::json;
     END IF;
     v_pairs := queen._push_pairs(p_items);
-    PERFORM queen._push_prepare(v_pairs);
+    v_pairs := queen._push_prepare(v_pairs);
     IF p_compact AND NOT p_probe THEN
         v_result := queen._push_fast(p_items, v_pairs);
         IF v_result IS NOT NULL THEN
@@ -81,37 +81,55 @@ BEGIN
 END;
 $$;
 
+DROP FUNCTION IF EXISTS queen._push_prepare(jsonb);
+-- The request's pairs, each with its partition and reservation:
+-- [queue, partition, first, last, partition_id (NULL: no such queue), next_offset after
+-- the reservation]. The partition of an item is where its pair says: no later statement
+-- resolves names again.
 CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb)
-RETURNS void
+RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs jsonb := p_pairs;
+    v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
+    v_out   jsonb;
 BEGIN
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
-    INSERT INTO queen.queues (name, namespace, task)
-    SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
-      FROM jsonb_array_elements(v_pairs) pr
-     WHERE pr ->> 0 <> ''
-       AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
-     ORDER BY 1
-    ON CONFLICT (name) DO NOTHING;
+    --    (Queues and partitions are rarely new: the inserts run only when one is missing.)
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
+                WHERE pr ->> 0 <> ''
+                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)) THEN
+        INSERT INTO queen.queues (name, namespace, task)
+        SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
+          FROM jsonb_array_elements(v_pairs) pr
+         WHERE pr ->> 0 <> ''
+           AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
+         ORDER BY 1
+        ON CONFLICT (name) DO NOTHING;
+    END IF;
 
     -- 2. Missing partitions.
-    INSERT INTO queen.partitions (queue_id, name)
-    SELECT q.id, pr ->> 1
-      FROM jsonb_array_elements(v_pairs) pr
-      JOIN queen.queues q ON q.name = pr ->> 0
-     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
-                        WHERE p.queue_id = q.id AND p.name = pr ->> 1)
-     ORDER BY q.id, pr ->> 1
-    ON CONFLICT (queue_id, name) DO NOTHING;
+    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
+                 JOIN queen.queues q ON q.name = pr ->> 0
+                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1)) THEN
+        INSERT INTO queen.partitions (queue_id, name)
+        SELECT q.id, pr ->> 1
+          FROM jsonb_array_elements(v_pairs) pr
+          JOIN queen.queues q ON q.name = pr ->> 0
+         WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                            WHERE p.queue_id = q.id AND p.name = pr ->> 1)
+         ORDER BY q.id, pr ->> 1
+        ON CONFLICT (queue_id, name) DO NOTHING;
+    END IF;
 
     -- 3. Serialize pushes per partition (and per capped queue, so the capacity check is
     --    exact): lock in id order, queues before partitions. Ids and the timestamp are drawn
     --    after the locks, so within a partition (created_at, id) follows commit order.
-    --    The same update reserves the partition's next offsets (0015), as many as the span of
-    --    its items in the request (last - first + 1: its item count when they are
-    --    contiguous, as in every push of a client that pushes one partition per request).
+    --    The partition's lock is its counters row (migration 0020), and the same write
+    --    reserves the partition's next offsets (0015), as many as the span of its items in
+    --    the request (last - first + 1: its item count when they are contiguous, as in
+    --    every push of a client that pushes one partition per request).
     --    The fast path numbers an item base + its position - first, with no sort; the
     --    general path numbers the stored items densely and gives back the rest (step 4).
     PERFORM 1
@@ -121,19 +139,35 @@ BEGIN
       ORDER BY q.id
         FOR NO KEY UPDATE;
 
-    WITH tgt AS (
-        SELECT p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
-          FROM queen.partitions p
-          JOIN queen.queues q ON q.id = p.queue_id
-          JOIN jsonb_array_elements(v_pairs) pr ON pr ->> 0 = q.name AND pr ->> 1 = p.name
-         ORDER BY p.id
-           FOR NO KEY UPDATE OF p
+    WITH tgt AS MATERIALIZED (
+        SELECT pr, p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
+          FROM jsonb_array_elements(v_pairs) pr
+          LEFT JOIN queen.queues q ON q.name = pr ->> 0
+          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
+    ),
+    res AS (
+        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+        SELECT tgt.id, tgt.span, v_now FROM tgt WHERE tgt.id IS NOT NULL ORDER BY tgt.id
+        ON CONFLICT (partition_id) DO UPDATE
+           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+               last_activity = EXCLUDED.last_activity
+        RETURNING pc.partition_id, pc.next_offset
     )
-    UPDATE queen.partitions p
-       SET last_activity = clock_timestamp(), next_offset = p.next_offset + tgt.span
-      FROM tgt
-     WHERE p.id = tgt.id;
+    SELECT jsonb_agg(tgt.pr || jsonb_build_array(tgt.id, res.next_offset)
+                     ORDER BY tgt.pr ->> 0, tgt.pr ->> 1)
+      INTO v_out
+      FROM tgt LEFT JOIN res ON res.partition_id = tgt.id;
+    RETURN v_out;
 END;
+$$;
+
+-- The partition ids of the request's pairs (queen._push_prepare).
+CREATE OR REPLACE FUNCTION queen._push_pids(p_pairs jsonb)
+RETURNS uuid[]
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg((pr ->> 4)::uuid), '{}')
+      FROM jsonb_array_elements(p_pairs) pr
+     WHERE pr ->> 4 IS NOT NULL
 $$;
 
 -- The fast path's answer, or NULL when the request needs the general path.
@@ -149,6 +183,7 @@ DECLARE
     v_map     jsonb;
     v_shifts  jsonb;
     v_shift   bigint;
+    v_pids    uuid[];
 BEGIN
 
     -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
@@ -158,28 +193,29 @@ BEGIN
     -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
     -- position 0}} are nested, so that no name is joined with another. A push to one
     -- partition (most) takes its offsets from one number instead of a map lookup per item.
-    SELECT bool_and(x.ok), max(x.floor),
+    SELECT bool_and(x.ok),
            jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
            jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
            min(x.shift)
-      INTO v_fast, v_floor, v_map, v_shifts, v_shift
+      INTO v_fast, v_map, v_shifts, v_shift
       FROM (SELECT pr ->> 0 AS qn,
-                   bool_and(coalesce(p.id IS NOT NULL AND q.max_queue_size <= 0
+                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0
                                      AND NOT q.encryption_enabled, false)) AS ok,
-                   max(pl.last_message_created_at) AS floor,
-                   jsonb_object_agg(pr ->> 1, p.id) AS parts,
-                   jsonb_object_agg(pr ->> 1, p.next_offset - (pr ->> 3)::bigint - 1)
+                   jsonb_object_agg(pr ->> 1, pr -> 4) AS parts,
+                   jsonb_object_agg(pr ->> 1, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
                        AS shifts,
-                   min(p.next_offset - (pr ->> 3)::bigint - 1) AS shift
+                   min((pr ->> 5)::bigint - (pr ->> 3)::bigint - 1) AS shift
               FROM jsonb_array_elements(v_pairs) pr
               LEFT JOIN queen.queues q ON q.name = pr ->> 0
-              LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
-              LEFT JOIN queen.partition_lookup pl ON pl.partition_id = p.id
              GROUP BY pr ->> 0) x;
 
     IF NOT coalesce(v_fast, false) THEN
         RETURN NULL;
     END IF;
+    -- The target partitions' newest message (by key: one node's shard on Citus).
+    v_pids := queen._push_pids(v_pairs);
+    SELECT max(pl.last_message_created_at) INTO v_floor
+      FROM queen.partition_lookup pl WHERE pl.partition_id = ANY (v_pids);
     -- One timestamp for the request, not before any target partition's newest message.
     v_ts := greatest(clock_timestamp(), v_floor);
     -- Ids drawn in input order (volatile select-list items are computed after ORDER
@@ -234,10 +270,14 @@ RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs   jsonb := p_pairs;
-    v_ts      timestamptz := clock_timestamp();
+    v_pids    uuid[] := queen._push_pids(p_pairs);
+    v_ts      timestamptz;
     v_result  json;
     v_notify  jsonb;
 BEGIN
+    -- One timestamp for the request, not before any target partition's newest message.
+    SELECT greatest(clock_timestamp(), max(pl.last_message_created_at)) INTO v_ts
+      FROM queen.partition_lookup pl WHERE pl.partition_id = ANY (v_pids);
     -- 4. Dedup (existing rows and within the request: first occurrence wins), capacity,
     --    one set-based INSERT in input order, results in input order.
     WITH items AS MATERIALIZED (
@@ -253,14 +293,13 @@ BEGIN
           FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
     ),
     mapped AS MATERIALIZED (
-        SELECT i.*, p.id AS pid, q.id AS qid, q.max_queue_size AS maxsz,
+        SELECT i.*, (pr.x ->> 4)::uuid AS pid, q.id AS qid, q.max_queue_size AS maxsz,
                -- the partition's first reserved offset (step 3)
-               p.next_offset - (pr.x ->> 3)::bigint + (pr.x ->> 2)::bigint - 1 AS base,
+               (pr.x ->> 5)::bigint - (pr.x ->> 3)::bigint + (pr.x ->> 2)::bigint - 1 AS base,
                q.namespace AS ns, q.task AS tk,
                coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc
           FROM items i
           LEFT JOIN queen.queues q ON q.name = i.qn
-          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = i.pn
           LEFT JOIN jsonb_array_elements(v_pairs) pr(x)
                  ON pr.x ->> 0 = i.qn AND pr.x ->> 1 = i.pn
     ),
@@ -280,10 +319,8 @@ BEGIN
         SELECT k.pid AS partition_id, k.txn AS transaction_id, m.id
           FROM (SELECT DISTINCT pid, txn FROM mapped
                  WHERE pid IS NOT NULL AND (p_probe OR maxsz > 0)) k
-         CROSS JOIN LATERAL (
-                SELECT m0.id FROM queen.messages m0
-                 WHERE m0.partition_id = k.pid AND m0.transaction_id = k.txn
-                 LIMIT 1) m
+          JOIN queen.messages m ON m.partition_id = k.pid AND m.transaction_id = k.txn
+         WHERE m.partition_id = ANY (v_pids)
     ),
     cand AS MATERIALIZED (
         SELECT mp.*
@@ -305,10 +342,8 @@ BEGIN
                (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
                 created_at, partition_offset)
         SELECT c.txn, c.pid, c.payload, c.trace_id, c.producer_sub, c.is_enc,
-               greatest(v_ts, pl.last_message_created_at),
-               c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
+               v_ts, c.base + row_number() OVER (PARTITION BY c.pid ORDER BY c.idx) - 1
           FROM cand c
-          LEFT JOIN queen.partition_lookup pl ON pl.partition_id = c.pid
          WHERE NOT EXISTS (SELECT 1 FROM full_q f WHERE f.qid = c.qid)
          ORDER BY c.idx
         RETURNING id, partition_id, transaction_id, trace_id
@@ -316,12 +351,13 @@ BEGIN
     -- Offsets reserved for items that were not stored go back: the partition's next offset
     -- is one past the last one stored (offsets stay dense).
     unreserve AS (
-        UPDATE queen.partitions p
+        UPDATE queen.partition_counters pc
            SET next_offset = b.base + coalesce(s.n, 0)
           FROM (SELECT DISTINCT mp.pid, mp.base FROM mapped mp WHERE mp.pid IS NOT NULL) b
           LEFT JOIN (SELECT partition_id, count(*) AS n FROM ins GROUP BY 1) s
                  ON s.partition_id = b.pid
-         WHERE p.id = b.pid AND p.next_offset <> b.base + coalesce(s.n, 0)
+         WHERE pc.partition_id = b.pid AND pc.partition_id = ANY (v_pids)
+           AND pc.next_offset <> b.base + coalesce(s.n, 0)
     ),
     res AS (
         SELECT mp.idx, mp.qn, mp.pn, mp.ns, mp.tk, mp.txn, mp.txn_generated, mp.pid,
@@ -426,8 +462,9 @@ BEGIN
         BEGIN
             RETURN queen._push_items(p_items, v_probe, p_compact);
         EXCEPTION
-            WHEN unique_violation THEN
-                IF v_probe THEN
+            WHEN unique_violation OR internal_error THEN
+                -- (Citus reports a unique violation met by an INSERT ... SELECT as XX000)
+                IF v_probe OR (SQLSTATE = 'XX000' AND SQLERRM NOT LIKE 'duplicate key value%') THEN
                     RAISE;  -- cannot happen: the probe excluded every stored message
                 END IF;
                 v_probe := true;

@@ -24,14 +24,18 @@ DECLARE
     v_tail_id bigint;
     v_new     queen.messages;
     v_offset  bigint;
+    v_now     timestamptz := clock_timestamp();
 BEGIN
+    -- The partition's counters row (migration 0020): its offset, under the lock pushes
+    -- take; the tail is read after it (a new snapshot sees every push committed before).
+    INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+    VALUES (p_msg.partition_id, 1, v_now)
+    ON CONFLICT (partition_id) DO UPDATE
+       SET next_offset = pc.next_offset + 1, last_activity = EXCLUDED.last_activity
+    RETURNING pc.next_offset - 1 INTO v_offset;
+
     SELECT pl.last_message_created_at, pl.last_message_id INTO v_tail_ts, v_tail_id
       FROM queen.partition_lookup pl WHERE pl.partition_id = p_msg.partition_id;
-
-    UPDATE queen.partitions
-       SET last_activity = clock_timestamp(), next_offset = next_offset + 1
-     WHERE id = p_msg.partition_id
-    RETURNING next_offset - 1 INTO v_offset;
 
     INSERT INTO queen.messages
            (transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,

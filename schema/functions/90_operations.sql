@@ -78,7 +78,9 @@ CREATE OR REPLACE FUNCTION queen._ops_repair_lookup(p_pid uuid)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM 1 FROM queen.partitions WHERE id = p_pid FOR NO KEY UPDATE SKIP LOCKED;
+    -- (the lock pushes take: the partition's counters row, migration 0020)
+    PERFORM 1 FROM queen.partition_counters WHERE partition_id = p_pid
+        FOR NO KEY UPDATE SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN;
     END IF;
@@ -308,6 +310,14 @@ BEGIN
           WHERE id = r.pid AND last_activity < v_cut
             FOR UPDATE SKIP LOCKED;
         CONTINUE WHEN NOT FOUND;
+        -- (a push holds the partition's counters row, migration 0020)
+        PERFORM 1 FROM queen.partition_counters pc
+          WHERE pc.partition_id = r.pid AND pc.last_activity >= v_cut;
+        CONTINUE WHEN FOUND;
+        PERFORM 1 FROM queen.partition_counters pc
+          WHERE pc.partition_id = r.pid FOR UPDATE SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND AND EXISTS (SELECT 1 FROM queen.partition_counters pc
+                                             WHERE pc.partition_id = r.pid);
         CONTINUE WHEN EXISTS (SELECT 1 FROM queen.messages m WHERE m.partition_id = r.pid);
         CONTINUE WHEN EXISTS (SELECT 1 FROM queen.partition_consumers pc
                                WHERE pc.partition_id = r.pid AND pc.lease_expires_at > now());

@@ -40,12 +40,13 @@ WITH e AS (
       FROM jsonb_array_elements(p -> 'entries') WITH ORDINALITY AS o(x, n)
 ),
 pt AS MATERIALIZED (
-    SELECT e.*, pa.id AS pid, coalesce(pa.next_offset, 0) AS hw,
+    SELECT e.*, pa.id AS pid, coalesce(pc.next_offset, 0) AS hw,
            CASE WHEN pa.id IS NULL THEN 0
-                ELSE queen._reads_log_start(pa.id, pa.next_offset) END AS ls
+                ELSE queen._reads_log_start(pa.id, coalesce(pc.next_offset, 0)) END AS ls
       FROM e
       LEFT JOIN queen.queues q ON q.name = e.qn
       LEFT JOIN queen.partitions pa ON pa.queue_id = q.id AND pa.name = e.pn
+      LEFT JOIN queen.partition_counters pc ON pc.partition_id = pa.id  -- (migration 0020)
 ),
 recs AS (
     SELECT pt.idx, pt.emax, r.*,
@@ -139,10 +140,13 @@ WITH arg AS (
       LEFT JOIN queen.queues q ON q.name = p_entry ->> 'queue'
 ),
 page AS MATERIALIZED (
-    SELECT pa.id, pa.name, pa.created_at, pa.last_activity, pa.next_offset
+    SELECT pa.id, pa.name, pa.created_at,
+           greatest(pa.last_activity, pc.last_activity) AS last_activity,
+           coalesce(pc.next_offset, 0) AS next_offset
       FROM arg
       JOIN queen.partitions pa ON pa.queue_id = arg.qid
-     WHERE (arg.since IS NULL OR pa.last_activity >= arg.since)
+      LEFT JOIN queen.partition_counters pc ON pc.partition_id = pa.id  -- (migration 0020)
+     WHERE (arg.since IS NULL OR greatest(pa.last_activity, pc.last_activity) >= arg.since)
        AND (arg.after_ts IS NULL OR (pa.created_at, pa.id) > (arg.after_ts, arg.after_id))
      ORDER BY pa.created_at, pa.id
      LIMIT (SELECT lim + 1 FROM arg)

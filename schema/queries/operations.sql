@@ -214,7 +214,10 @@ WITH fq AS MATERIALIZED (
       FROM pg
      CROSS JOIN LATERAL (
             SELECT count(*) AS partitions,
-                   max(p.last_activity) AS last_activity,
+                   max(greatest(p.last_activity, (SELECT pc.last_activity
+                                                    FROM queen.partition_counters pc
+                                                   WHERE pc.partition_id = p.id)))
+                       AS last_activity,
                    coalesce(sum(c.total), 0) AS total, coalesce(sum(c.pending), 0) AS pending,
                    coalesce(sum(c.processing), 0) AS processing,
                    coalesce(sum(c.completed), 0) AS completed, min(c.oldest_pending) AS oldest,
@@ -250,7 +253,9 @@ SELECT jsonb_build_object(
 WITH q AS MATERIALIZED (
     SELECT * FROM queen.queues WHERE name = %(queue)s
 ), parts AS MATERIALIZED (
-    SELECT p.id, p.name, p.created_at, p.last_activity, c.*,
+    SELECT p.id, p.name, p.created_at,
+           greatest(p.last_activity, (SELECT pc.last_activity FROM queen.partition_counters pc
+                                       WHERE pc.partition_id = p.id)) AS last_activity, c.*,
            (SELECT count(*) FROM queen.messages m
              WHERE m.partition_id = p.id
                AND m.created_at >= %(from_ts)s::timestamptz

@@ -8,7 +8,9 @@
 -- partition name, one page plus the total under the same filters: queue mode's message
 -- counts, DLQ rows, and every consumer group with a cursor on the partition with its lag.
 WITH f AS (
-    SELECT p.id, p.name, p.created_at, p.last_activity,
+    SELECT p.id, p.name, p.created_at,
+           greatest(p.last_activity, (SELECT pc.last_activity FROM queen.partition_counters pc
+                                       WHERE pc.partition_id = p.id)) AS last_activity,
            q.name AS qname, q.namespace, q.task
       FROM queen.partitions p
       JOIN queen.queues q ON q.id = p.queue_id

@@ -101,11 +101,13 @@ def test_concurrent_pushes_commit_in_offset_order(migrated_dsn: str) -> None:
             rows = sql(
                 setup,
                 """
-                SELECT p.next_offset, coalesce(array_agg(m.partition_offset
-                                               ORDER BY m.partition_offset), '{}')
+                SELECT coalesce(pc.next_offset, 0),
+                       coalesce(array_agg(m.partition_offset
+                                          ORDER BY m.partition_offset), '{}')
                   FROM queen.partitions p
+                  LEFT JOIN queen.partition_counters pc ON pc.partition_id = p.id
                   LEFT JOIN queen.messages m ON m.partition_id = p.id
-                 WHERE p.name = 'p' GROUP BY p.next_offset""",
+                 WHERE p.name = 'p' GROUP BY pc.next_offset""",
             )
             watermark, seen = rows[0]
             assert seen == list(range(watermark))

@@ -378,6 +378,13 @@ def test_idle_empty_partitions_are_deleted_busy_or_recent_ones_kept(
               AND p.name IN ('idle', 'full')""",
         (q,),
     )
+    world.sql(  # the last write of a partition that had messages (migration 0020)
+        """UPDATE queen.partition_counters pc SET last_activity = now() - interval '31 days'
+             FROM queen.partitions p, queen.queues qq
+            WHERE pc.partition_id = p.id AND qq.id = p.queue_id AND qq.name = %s
+              AND p.name IN ('idle', 'full')""",
+        (q,),
+    )
 
     totals = cleanup_partitions(ses, days=30, batch_size=1)
 

@@ -1,0 +1,29 @@
+-- CITUS ONLY: the push path's placement (issue 33; docs/scaling.md "Citus"). Runs after
+-- 10_distribute.sql on every migrate; idempotent.
+--
+-- queen.partition_counters (migration 0020: a partition's next offset, last write and the
+-- lock that orders its pushes) is distributed with the partition's messages, so the write
+-- every push makes goes to the one node that holds the partition. Created after the
+-- placement of 10_distribute.sql, it points at a reference table (queen.partitions) and so
+-- starts as a coordinator table: placed here.
+DO $citus$
+BEGIN
+    IF to_regclass('queen.partition_counters') IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pg_dist_partition
+                        WHERE logicalrelid = 'queen.partition_counters'::regclass
+                          AND partmethod = 'h') THEN
+        -- (a coordinator table with a foreign key cannot be distributed: the key goes and
+        -- comes back, to the reference table)
+        ALTER TABLE queen.partition_counters
+            DROP CONSTRAINT IF EXISTS partition_counters_partition_id_fkey;
+        IF EXISTS (SELECT 1 FROM pg_dist_partition
+                    WHERE logicalrelid = 'queen.partition_counters'::regclass) THEN
+            PERFORM undistribute_table('queen.partition_counters');
+        END IF;
+        PERFORM create_distributed_table('queen.partition_counters', 'partition_id',
+                                         colocate_with := 'queen.messages');
+        ALTER TABLE queen.partition_counters ADD CONSTRAINT partition_counters_partition_id_fkey
+            FOREIGN KEY (partition_id) REFERENCES queen.partitions (id) ON DELETE CASCADE;
+    END IF;
+END;
+$citus$;
