@@ -48,6 +48,21 @@ def remote_commands(log_text: str, ports: dict[int, str]) -> Counter[str]:
     return out
 
 
+ISSUING = re.compile(r"issuing (.*)")
+LITERAL = re.compile(r"'(?:[^']|'')*'")
+NUMBER = re.compile(r"\d+")
+
+
+def command_shapes(log_text: str, width: int = 90) -> Counter[str]:
+    """The commands `citus.log_remote_commands` logged, by shape: the first line of each with
+    literals and numbers (shard ids, transaction ids) blanked, cut to `width` characters."""
+    out: Counter[str] = Counter()
+    for match in ISSUING.finditer(log_text):
+        shape = NUMBER.sub("N", LITERAL.sub("'?'", match.group(1).strip()))
+        out[shape[:width]] += 1
+    return out
+
+
 def cpu_ms_per_op(pct: float | None, seconds: float | None, ops: int) -> float | None:
     """CPU milliseconds per operation from a window's % of one core and its length."""
     if pct is None or seconds is None or ops <= 0:
@@ -201,15 +216,18 @@ class ScalePair:
                 marks[node] = 0
         return marks
 
-    def remote_since(self, marks: dict[str, int]) -> dict[str, Counter[str]]:
-        """Per node that sent them: the commands sent to each node since `marks`."""
+    def remote_since(self, marks: dict[str, int]) -> tuple[dict[str, Counter[str]], Counter[str]]:
+        """Per node that sent them: the commands sent to each node since `marks`; and the
+        shapes of those commands ("sender: command")."""
         out: dict[str, Counter[str]] = {}
+        shapes: Counter[str] = Counter()
         for node, path in self.log_paths().items():
             with path.open("rb") as f:
                 f.seek(marks.get(node, 0))
                 text = f.read().decode(errors="replace")
             out[node] = remote_commands(text, self.ports)
-        return out
+            shapes.update({f"{node}: {k}": n for k, n in command_shapes(text).items()})
+        return out, shapes
 
     def stop(self) -> None:
         server.stop_all(self.procs)

@@ -307,15 +307,17 @@ async def round_trips(
     await asyncio.to_thread(pair.set_remote_logging, True)
     reps = ctx.sizes.scale_count_requests
     totals: dict[str, dict[str, Counter[str]]] = {}
+    shapes: dict[str, Counter[str]] = {}
     try:
         for i in range(reps):
             for kind in REQUEST_KINDS[op]:
                 marks = pair.log_marks()
                 await runner.one(kind, i)
-                sent = pair.remote_since(marks)
+                sent, seen = pair.remote_since(marks)
                 per = totals.setdefault(kind, {})
                 for sender, counter in sent.items():
                     per.setdefault(sender, Counter()).update(counter)
+                shapes.setdefault(kind, Counter()).update(seen)
     finally:
         await asyncio.to_thread(pair.set_remote_logging, False)
     out: dict[str, dict[str, Any]] = {}
@@ -326,6 +328,8 @@ async def round_trips(
             "coordinator": round(sum(per.get("coordinator", Counter()).values()) / reps, 2),
             "all_nodes": round(sum(sum(c.values()) for c in per.values()) / reps, 2),
             "by_sender": by_sender,
+            # what the round trips are: the most frequent commands, per request
+            "commands": {c: round(n / reps, 2) for c, n in shapes[kind].most_common(15)},
         }
     return out
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.citus_nodes import PLAIN_SETTINGS, cpu_ms_per_op, remote_commands
+from bench.citus_nodes import PLAIN_SETTINGS, command_shapes, cpu_ms_per_op, remote_commands
 from bench.citus_scale import OPS, figures_of, scale_figures
 from bench.options import FULL, QUICK, parse_args
 from bench.scenarios import SCENARIOS
@@ -59,6 +59,14 @@ def test_round_trips_are_counted_per_destination_node() -> None:
     ports = {36957: "worker1", 50355: "worker2"}
     assert remote_commands(LOG, ports) == {"worker1": 1, "worker2": 2, "port 41000": 1}
     assert remote_commands("", ports) == {}
+
+
+def test_commands_are_counted_by_shape() -> None:
+    shapes = command_shapes(LOG + LOG)
+    assert shapes["SELECT public.fN('?'::uuid, N) AS fN"] == 2
+    assert shapes["INSERT INTO public.tN_N (p, v)"] == 2
+    assert shapes["COMMIT PREPARED '?'"] == 2
+    assert sum(shapes.values()) == 8
 
 
 def test_cpu_per_operation() -> None:
