@@ -12,9 +12,10 @@ run, so that drift of the machine favours neither):
   window of requests sent one at a time (logging costs CPU: not in the CPU window).
 
 Operations: push of 1 message per request, push of 1000 per request, pop (batch 100) + its
-ack; and two SQL probes without the server, the floor of any design: a one-row INSERT that
-names its distribution key (a router query) and a call of a function delegated by its
-distribution argument (`create_distributed_function`).
+ack; and three SQL probes without the server, the floor of any design: a one-row INSERT
+that names its distribution key (a router query), a call of a function delegated by its
+distribution argument (`create_distributed_function`) that stores one row, and one that
+stores 1000 rows from a jsonb argument the size of a batched push's items.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 import psycopg2
 
 from bench import procstat
@@ -43,6 +45,7 @@ LABELS = {
     "popack100": "pop batch 100 + ack",
     "sql_insert": "SQL one-row INSERT by key",
     "sql_call": "SQL delegated function call",
+    "sql_call1000": "SQL delegated call storing 1000 rows",
 }
 # what one "request" of the round-trip window is, per operation
 REQUEST_KINDS = {
@@ -51,6 +54,7 @@ REQUEST_KINDS = {
     "popack100": ("pop100", "ack100"),
     "sql_insert": ("sql_insert",),
     "sql_call": ("sql_call",),
+    "sql_call1000": ("sql_call1000",),
 }
 KIND_LABELS = {"pop100": "pop batch 100", "ack100": "ack of a batch of 100"} | LABELS
 PAIR_KEY = "citus-pair"
@@ -206,6 +210,16 @@ BEGIN
     RETURN p_v;
 END;
 $$""",
+    f"""
+CREATE OR REPLACE FUNCTION bench_z_store_many(p_k uuid, p_v bigint, p_items jsonb) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO {SQL_TABLE} (k, v, pad)
+    SELECT p_k, p_v + i.n, i.item ->> 'pad'
+      FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i (item, n);
+    RETURN p_v;
+END;
+$$""",
 ]
 # each in its own transaction (Citus refuses a function's distribution after a parallel
 # operation on a distributed table in the same transaction)
@@ -215,10 +229,13 @@ SQL_DISTRIBUTE = [
     f" WHERE logicalrelid = '{SQL_TABLE}'::regclass)",
     "SELECT create_distributed_function('bench_z_store(uuid,bigint,text)', 'p_k',"
     f" colocate_with := '{SQL_TABLE}')",
+    "SELECT create_distributed_function('bench_z_store_many(uuid,bigint,jsonb)', 'p_k',"
+    f" colocate_with := '{SQL_TABLE}')",
 ]
 SQL_STATEMENTS = {
     "sql_insert": f"INSERT INTO {SQL_TABLE} (k, v, pad) VALUES (%s, %s, %s)",
     "sql_call": "SELECT bench_z_store(%s, %s, %s)",
+    "sql_call1000": "SELECT bench_z_store_many(%s, %s, %s)",
 }
 
 
@@ -229,6 +246,12 @@ class SqlRunner(OpRunner):
         super().__init__(ctx, side, op, run)
         self.keys = [str(uuid.uuid4()) for _ in range(self.sizes.scale_partitions)]
         self.conn: Any = None
+        # the third argument: a message's payload pad, or (sql_call1000) a push body's
+        # items, as many as a batched push carries
+        self.arg = ctx.pad
+        if op == "sql_call1000":
+            items = [{"seq": i, "pad": ctx.pad} for i in range(self.sizes.push_batch)]
+            self.arg = orjson.dumps(items).decode()
 
     def _setup(self) -> None:
         self.conn = psycopg2.connect(self.side.dsn)
@@ -241,7 +264,7 @@ class SqlRunner(OpRunner):
         await asyncio.to_thread(self._setup)
 
     def _loop(self, seconds: float | None, count: int = 1) -> int:
-        sql, pad = SQL_STATEMENTS[self.op], self.ctx.pad
+        sql, pad = SQL_STATEMENTS[self.op], self.arg
         keys, n = self.keys, 0
         end = now() + seconds if seconds is not None else None
         with self.conn.cursor() as cur:
@@ -267,6 +290,7 @@ RUNNERS: dict[str, Callable[[Context, Side, str, int], OpRunner]] = {
     "popack100": PopAckRunner,
     "sql_insert": SqlRunner,
     "sql_call": SqlRunner,
+    "sql_call1000": SqlRunner,
 }
 
 

@@ -16,8 +16,8 @@ SCENARIOS = (
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
-# (z)'s operations: pushes of 1 and 1000 messages, pop of 100 + ack, two SQL probes
-SCALE_OPS = ("push1", "push1000", "popack100", "sql_insert", "sql_call")
+# (z)'s operations: pushes of 1 and 1000 messages, pop of 100 + ack, three SQL probes
+SCALE_OPS = ("push1", "push1000", "popack100", "sql_insert", "sql_call", "sql_call1000")
 
 
 @dataclass(frozen=True)
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--scale-ops",
         type=_scale_ops,
         help="(z): only these operations, comma list of push1,push1000,popack100,sql_insert,"
-        "sql_call (default: all)",
+        "sql_call,sql_call1000 (default: all)",
     )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
