@@ -59,6 +59,23 @@ ON CONFLICT (version) DO UPDATE SET checksum = EXCLUDED.checksum, applied_at = n
 -- queen.wake_interest the notifier must have read before it decides whom to wake.
 SELECT results::text, wake_epoch FROM queen.push_messages_v4(%s::jsonb);
 
+-- name: push_partition
+-- A push whose items all name one partition whose id the server knows (QueueStore.push):
+-- the epoch of queen.wake_interest (as for push_messages), then the compact answer, or NULL
+-- when the function declined (nothing written; the server pushes with push_messages).
+SELECT queen._wake_epoch(), queen.push_partition_v1(%s::uuid, %s::jsonb);
+
+-- name: push_partition_delegated
+-- The same on Citus: the call alone, so that Citus delegates it to the node that holds
+-- the partition (schema/citus/30_push.sql); the epoch comes after its commit
+-- (wake_epoch, queen_threads/db/citus.py).
+SELECT queen.push_partition_v1(%s::uuid, %s::jsonb);
+
+-- name: wake_epoch
+-- The epoch of queen.wake_interest, after a delegated push committed: every registration
+-- that committed before the push is in it (wake/targets.py).
+SELECT queen._wake_epoch();
+
 -- name: encrypted_queues
 -- Which of these queues store encrypted payloads.
 SELECT name FROM queen.queues WHERE encryption_enabled AND name = ANY(%s);

@@ -35,6 +35,15 @@ from queen_threads.runtime import Runtime
 from queen_threads.settings import load_settings
 from tests.support import citus
 
+# `QUEEN_TEST_CITUS=1`: the session's PostgreSQL is a local Citus cluster (coordinator + 2
+# workers, tests/support/citus.py) instead of one PostgreSQL: every database fixture below
+# (the template, its copies, `fresh_db`) and every server on them use the coordinator, so the
+# same test modules run on both placements (docs/testing.md, "The Citus tier").
+CITUS = os.environ.get("QUEEN_TEST_CITUS", "") not in ("", "0")
+# The session's Citus clusters by the coordinator's admin DSN (a database is created on
+# every node of its cluster).
+_CITUS_CLUSTERS: dict[str, citus.CitusCluster] = {}
+
 
 def _configured_admin_dsn() -> str | None:
     if os.environ.get("DATABASE_URL"):
@@ -77,6 +86,9 @@ def _throwaway_cluster(dsn: str) -> None:
 
 @pytest.fixture(scope="session")
 def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    if CITUS:
+        yield from _citus_admin_dsn()
+        return
     configured = _configured_admin_dsn()
     if configured is not None:
         yield configured
@@ -93,6 +105,23 @@ def pg_admin_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _citus_admin_dsn() -> Iterator[str]:
+    """A local Citus cluster for the session (QUEEN_TEST_CITUS=1); the coordinator's DSN."""
+    reason = citus.unavailable()
+    if reason is not None:
+        pytest.exit(f"QUEEN_TEST_CITUS=1 but the Citus tier cannot run: {reason}", returncode=3)
+    folder = tempfile.mkdtemp(prefix="queen-test-citus-")
+    cluster = citus.CitusCluster(folder)
+    try:
+        dsn = cluster.start()
+        _CITUS_CLUSTERS[dsn] = cluster
+        yield dsn
+    finally:
+        _CITUS_CLUSTERS.pop(cluster.dsn(), None)
+        cluster.stop("immediate")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def _copy_strategy(cur: psycopg2.extensions.cursor) -> str:
     """FILE_COPY when the cluster does not fsync (5x faster for our small template than
     WAL_LOG there); WAL_LOG, PostgreSQL's default, otherwise (FILE_COPY's checkpoints would
@@ -106,6 +135,17 @@ def _copy_strategy(cur: psycopg2.extensions.cursor) -> str:
 def temporary_database(admin_dsn: str, template: str | None = None) -> Iterator[str]:
     """A new database (a copy of `template` if given), dropped afterwards; its name."""
     name = f"queen_t_{uuid.uuid4().hex[:12]}"
+    cluster = _CITUS_CLUSTERS.get(admin_dsn)
+    if cluster is not None:
+        if template:
+            cluster.copy_database(template, name)
+        else:
+            cluster.create_database(name)
+        try:
+            yield name
+        finally:
+            cluster.drop_database(name)
+        return
     conn = _admin(admin_dsn)
     with conn.cursor() as cur:
         copy = f' TEMPLATE "{template}" STRATEGY {_copy_strategy(cur)}' if template else ""

@@ -12,12 +12,16 @@ it), one `if` per call; without one nothing is counted.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+import orjson
+
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
-from queen_threads.queue.body import encryption_key_present
+from queen_threads.db.citus import CitusProbe
+from queen_threads.queue.body import DEFAULT_PARTITION, encryption_key_present
 
 
 def expand_push_results(
@@ -64,6 +68,55 @@ class QueueObserver(Protocol):
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None: ...
 
 
+class PartitionIds:
+    """The ids of the partitions this process pushed to, by (queue, partition) name, as
+    push answers gave them (an id never changes while its partition exists). A push whose
+    items all name one known partition goes to `queen.push_partition_v1` (on Citus: one
+    round trip, on the node that holds the partition). When that function declines (the
+    partition is gone, or its queue is capped, which only the general push can check), the
+    name is forgotten and not tried again for `pause_s`."""
+
+    def __init__(self, limit: int = 100_000, pause_s: float = 30.0) -> None:
+        self._ids: dict[tuple[str, str], str] = {}
+        self._paused: dict[tuple[str, str], float] = {}
+        self._limit = limit
+        self._pause_s = pause_s
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        return self._ids.get(key)
+
+    def learn(self, key: tuple[str, str], partition_id: str) -> None:
+        until = self._paused.get(key)
+        if until is not None:
+            if time.monotonic() < until:
+                return
+            self._paused.pop(key, None)
+        if len(self._ids) >= self._limit:
+            self._ids.clear()
+        self._ids[key] = partition_id
+
+    def declined(self, key: tuple[str, str]) -> None:
+        self._ids.pop(key, None)
+        if len(self._paused) >= self._limit:
+            self._paused.clear()
+        self._paused[key] = time.monotonic() + self._pause_s
+
+
+def one_partition(items: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+    """The (queue, partition) every item names, or None when they name several."""
+    if not items:
+        return None
+    first = items[0]
+    queue = first.get("queue")
+    partition = first.get("partition") or DEFAULT_PARTITION
+    if not isinstance(queue, str) or not isinstance(partition, str):
+        return None
+    for item in items:
+        if item.get("queue") != queue or (item.get("partition") or DEFAULT_PARTITION) != partition:
+            return None
+    return queue, partition
+
+
 class QueueStore:
     """Queue operations over the database; values always travel as bind parameters."""
 
@@ -79,6 +132,8 @@ class QueueStore:
         # The newest wake-interest epoch a push or ack returned (wake/targets.py).
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
+        self.partition_ids = PartitionIds()
+        self.citus = CitusProbe(db)
 
     def _saw_wake_epoch(self, epoch: int) -> None:
         with self._epoch_lock:
@@ -87,12 +142,43 @@ class QueueStore:
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows, epoch = self.db.call_and("push_messages", self.seal(items))
-        self._saw_wake_epoch(epoch)
+        sealed = self.seal(items)
+        key = one_partition(items)
+        rows = None
+        pid = self.partition_ids.get(key) if key is not None else None
+        if pid is not None:
+            rows = self._push_partition(pid, sealed)
+            if rows is None:
+                assert key is not None
+                self.partition_ids.declined(key)
+        if rows is None:
+            rows, epoch = self.db.call_and("push_messages", sealed)
+            self._saw_wake_epoch(epoch)
+            if key is not None and rows and rows[0][2] is not None:
+                self.partition_ids.learn(key, rows[0][2])
         results = expand_push_results(items, rows)
         if self.observer is not None:
             self.observer.pushed(items, results)
         return results
+
+    def _push_partition(self, pid: str, items: list[dict[str, Any]]) -> Any:
+        """The compact answer of `queen.push_partition_v1`, None when it declined. On Citus
+        the call is a statement of its own (so Citus delegates it) and the wake-interest
+        epoch is read after its commit; on PostgreSQL both travel in one statement."""
+        payload = orjson.dumps(items).decode()
+        if self.citus():
+            text = self.db.value("push_partition_delegated", (pid, payload))
+            if text is None:
+                return None
+            self._saw_wake_epoch(self.db.value("wake_epoch"))
+        else:
+            row = self.db.row("push_partition", (pid, payload))
+            assert row is not None
+            self._saw_wake_epoch(row[0])
+            text = row[1]
+            if text is None:
+                return None
+        return orjson.loads(text)
 
     def seal(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """`items` ready to store: the payloads bound for encrypted queues encrypted."""

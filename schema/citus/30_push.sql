@@ -27,3 +27,11 @@ BEGIN
     END IF;
 END;
 $citus$;
+
+-- One partition's push runs on the node that holds the partition: calls of
+-- queen.push_partition_v1(partition_id, items) made by the client (the server) are
+-- delegated by their first argument, in one round trip. (Only a call the client makes is
+-- delegated, not one from inside another function.) Every function it reaches exists on
+-- every node (Citus propagates the schema's functions).
+SELECT create_distributed_function('queen.push_partition_v1(uuid,jsonb)', '$1',
+                                   colocate_with := 'queen.messages');

@@ -75,20 +75,26 @@ $$;
 
 -- Number of messages of a queue not yet consumed by the __QUEUE_MODE__ cursor
 -- (the depth that max_queue_size limits).
+-- (A join rather than a LATERAL count per partition, and plpgsql: Citus plans neither an
+-- aggregate over a LATERAL subquery correlated to a reference table nor an SQL function's
+-- parameters. On PostgreSQL the plan is the same walk: per partition its cursor, then the
+-- messages after it by the partition's order index.)
 CREATE OR REPLACE FUNCTION queen._queue_depth(p_queue_id uuid) RETURNS bigint
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(sum(c.n), 0)::bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_n bigint;
+BEGIN
+    SELECT count(*) INTO v_n
       FROM queen.partitions p
       LEFT JOIN queen.partition_consumers pc
              ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
-     CROSS JOIN LATERAL (
-            SELECT count(*) AS n
-              FROM queen.messages m
-             WHERE m.partition_id = p.id
-               AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
-                                           coalesce(pc.last_consumed_id, 0))
-           ) c
-     WHERE p.queue_id = p_queue_id
+      JOIN queen.messages m
+        ON m.partition_id = p.id
+       AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
+                                   coalesce(pc.last_consumed_id, 0))
+     WHERE p.queue_id = p_queue_id;
+    RETURN v_n;
+END;
 $$;
 
 -- Subscription start for a named group reaching a partition without a cursor:

@@ -38,8 +38,13 @@
 -- (queen._push_fast, NULL when it does not apply) or the general one (queen._push_general).
 DROP FUNCTION IF EXISTS queen._push_items(jsonb);
 DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean);
+DROP FUNCTION IF EXISTS queen._push_items(jsonb, boolean, boolean);
+-- p_partition: the id of the one partition every item names (queen.push_partition_v1),
+-- NULL when not known. When the items do not name exactly that partition the answer is
+-- NULL and nothing is written.
 CREATE OR REPLACE FUNCTION queen._push_items(p_items jsonb, p_probe boolean,
-                                             p_compact boolean DEFAULT false)
+                                             p_compact boolean DEFAULT false,
+                                             p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,7 +55,10 @@ BEGIN
         RETURN '[]'::json;
     END IF;
     v_pairs := queen._push_pairs(p_items);
-    v_pairs := queen._push_prepare(v_pairs);
+    v_pairs := queen._push_prepare(v_pairs, p_partition);
+    IF v_pairs IS NULL THEN
+        RETURN NULL;
+    END IF;
     IF p_compact AND NOT p_probe THEN
         v_result := queen._push_fast(p_items, v_pairs);
         IF v_result IS NOT NULL THEN
@@ -86,14 +94,35 @@ DROP FUNCTION IF EXISTS queen._push_prepare(jsonb);
 -- [queue, partition, first, last, partition_id (NULL: no such queue), next_offset after
 -- the reservation]. The partition of an item is where its pair says: no later statement
 -- resolves names again.
-CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb)
+-- With p_partition (the id of the one partition the caller says every item names): NULL,
+-- with nothing written, unless the items name exactly that existing partition of an
+-- uncapped queue; then only that partition's row is written, by its key (on Citus, where
+-- the call was delegated to the partition's node, a statement on that node only).
+CREATE OR REPLACE FUNCTION queen._push_prepare(p_pairs jsonb, p_partition uuid DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_pairs jsonb := p_pairs;
     v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
     v_out   jsonb;
+    v_next  bigint;
 BEGIN
+    IF p_partition IS NOT NULL THEN
+        IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
+               SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+                WHERE p.id = p_partition AND q.name = v_pairs -> 0 ->> 0
+                  AND p.name = v_pairs -> 0 ->> 1 AND q.max_queue_size <= 0) THEN
+            RETURN NULL;
+        END IF;
+        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+        VALUES (p_partition,
+                (v_pairs -> 0 ->> 3)::bigint - (v_pairs -> 0 ->> 2)::bigint + 1, v_now)
+        ON CONFLICT (partition_id) DO UPDATE
+           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+               last_activity = EXCLUDED.last_activity
+        RETURNING pc.next_offset INTO v_next;
+        RETURN jsonb_build_array(v_pairs -> 0 || jsonb_build_array(p_partition, v_next));
+    END IF;
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     --    (Queues and partitions are rarely new: the inserts run only when one is missing.)
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
@@ -132,12 +161,18 @@ BEGIN
     --    every push of a client that pushes one partition per request).
     --    The fast path numbers an item base + its position - first, with no sort; the
     --    general path numbers the stored items densely and gives back the rest (step 4).
-    PERFORM 1
-       FROM queen.queues q
-      WHERE q.max_queue_size > 0
-        AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
-      ORDER BY q.id
-        FOR NO KEY UPDATE;
+    --    (The lock only when there is one to take: on Citus a lock of a reference table's
+    --    rows is a statement on every node.)
+    IF EXISTS (SELECT 1 FROM queen.queues q
+                WHERE q.max_queue_size > 0
+                  AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)) THEN
+        PERFORM 1
+           FROM queen.queues q
+          WHERE q.max_queue_size > 0
+            AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)
+          ORDER BY q.id
+            FOR NO KEY UPDATE;
+    END IF;
 
     WITH tgt AS MATERIALIZED (
         SELECT pr, p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
@@ -184,6 +219,7 @@ DECLARE
     v_shifts  jsonb;
     v_shift   bigint;
     v_pids    uuid[];
+    v_pshift  jsonb;
 BEGIN
 
     -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
@@ -223,36 +259,50 @@ BEGIN
     IF jsonb_array_length(v_pairs) > 1 THEN
         v_shift := NULL;
     END IF;
-    WITH n AS MATERIALIZED (
-        SELECT (o.n - 1)::integer AS idx, o.e,
-               (v_map -> (o.e ->> 'queue')
-                      ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid AS pid,
-               coalesce(v_shift,
-                        (v_shifts -> (o.e ->> 'queue')
-                                  ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::bigint)
-               + o.n - 1 AS off,
-               coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
-               o.e ->> 'transactionId' IS NULL AS txn_generated,
-               queen._try_uuid(o.e ->> 'traceId') AS trace_id,
-               nextval('queen.messages_id_seq'::regclass) AS id
-          FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
-         ORDER BY o.n
-    ),
-    ins AS (
+    -- The INSERT reads the items themselves, not a CTE: on Citus an INSERT ... SELECT
+    -- from an intermediate result is sent to every node, one from a function only to the
+    -- nodes its rows go to. Each answer row finds its item by its offset (the item at
+    -- 0-based position i got its partition's shift + i).
+    IF v_shift IS NULL THEN
+        SELECT jsonb_object_agg(pr ->> 4, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
+          INTO v_pshift
+          FROM jsonb_array_elements(v_pairs) pr;
+    END IF;
+    WITH ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
                 is_encrypted, created_at, partition_offset)
         OVERRIDING SYSTEM VALUE
-        SELECT n.id, n.txn, n.pid, coalesce(n.e -> 'payload', 'null'::jsonb), n.trace_id,
-               nullif(n.e ->> 'producerSub', ''),
-               coalesce(n.e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, n.off
-          FROM n
+        SELECT nextval('queen.messages_id_seq'::regclass), n.txn, n.pid, n.payload,
+               n.trace_id, n.producer_sub, n.is_enc, v_ts, n.off
+          FROM (SELECT (v_map -> (o.e ->> 'queue')
+                              ->> coalesce(nullif(o.e ->> 'partition', ''), 'Default'))::uuid
+                           AS pid,
+                       coalesce(v_shift,
+                                (v_shifts -> (o.e ->> 'queue')
+                                          ->> coalesce(nullif(o.e ->> 'partition', ''),
+                                                       'Default'))::bigint)
+                       + o.n - 1 AS off,
+                       coalesce(o.e ->> 'transactionId', gen_random_uuid()::text) AS txn,
+                       queen._try_uuid(o.e ->> 'traceId') AS trace_id,
+                       coalesce(o.e -> 'payload', 'null'::jsonb) AS payload,
+                       nullif(o.e ->> 'producerSub', '') AS producer_sub,
+                       coalesce(o.e -> 'isEncrypted' = 'true'::jsonb, false) AS is_enc
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS o(e, n)
+                 ORDER BY o.n) n
+        RETURNING id, partition_id, trace_id, transaction_id, partition_offset
     )
-    SELECT json_agg(json_build_array('queued', n.id::text, n.pid, n.trace_id, NULL, NULL,
-                                     CASE WHEN n.txn_generated THEN n.txn END)
-                    ORDER BY n.idx)
+    SELECT json_agg(json_build_array('queued', r.id::text, r.partition_id, r.trace_id,
+                                     NULL, NULL,
+                                     CASE WHEN p_items -> r.idx ->> 'transactionId' IS NULL
+                                          THEN r.transaction_id END)
+                    ORDER BY r.idx)
       INTO v_result
-      FROM n;
+      FROM (SELECT ins.*,
+                   (ins.partition_offset
+                    - coalesce(v_shift, (v_pshift ->> ins.partition_id::text)::bigint))::integer
+                       AS idx
+              FROM ins) r;
     IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
         PERFORM queen._wake(jsonb_build_object(
                     'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
@@ -433,7 +483,9 @@ END;
 $$;
 
 -- The push with its retries, in either answer form (see queen._push_items).
-CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean)
+DROP FUNCTION IF EXISTS queen._push_retrying(jsonb, boolean);
+CREATE OR REPLACE FUNCTION queen._push_retrying(p_items jsonb, p_compact boolean,
+                                                p_partition uuid DEFAULT NULL)
 RETURNS json
 LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
@@ -460,7 +512,7 @@ BEGIN
     -- stored already, its INSERT fails and the push runs again with the probe.
     FOR attempt IN 1..4 LOOP
         BEGIN
-            RETURN queen._push_items(p_items, v_probe, p_compact);
+            RETURN queen._push_items(p_items, v_probe, p_compact, p_partition);
         EXCEPTION
             WHEN unique_violation OR internal_error THEN
                 -- (Citus reports a unique violation met by an INSERT ... SELECT as XX000)
@@ -502,5 +554,24 @@ BEGIN
     PERFORM set_config('queen.server_wakes', 'on', true);
     wake_epoch := queen._wake_epoch();
     results := queen._push_retrying(p_items, true);
+END;
+$$;
+
+DROP FUNCTION IF EXISTS queen.push_partition_v1(uuid, jsonb);
+-- One partition's push, what the server calls when every item of a request names one
+-- partition whose id it knows (queue_threads/queue/store.py): the compact answer of
+-- push_messages_v4, or NULL (nothing written) when the items do not name exactly that
+-- partition, or it is gone, or its queue is capped (the caller then pushes with
+-- push_messages_v4). Wake-ups are left to the server; the wake-interest epoch is its own
+-- statement (queen._wake_epoch), in the same transaction.
+-- On Citus this function is delegated by its first argument to the node that holds the
+-- partition (schema/citus/30_push.sql): the whole push runs there, in one round trip.
+-- (JSON as text: what the server parses itself.)
+CREATE OR REPLACE FUNCTION queen.push_partition_v1(p_partition_id uuid, p_items jsonb)
+RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    RETURN queen._push_retrying(p_items, true, p_partition_id)::text;
 END;
 $$;

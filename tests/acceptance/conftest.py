@@ -39,18 +39,8 @@ BODY_TIMEOUT_S = 30
 @pytest.fixture(scope="session")
 def client_server(pg_admin_dsn: str, template_db: str) -> Iterator[ServerProcess]:
     """A real server on a fresh copy of the migrated template, shared by the session."""
-    name = f"queen_client_{uuid.uuid4().hex[:12]}"
-    admin = psycopg2.connect(pg_admin_dsn)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_db}"')
-    try:
-        with ServerProcess(psycopg2.extensions.make_dsn(pg_admin_dsn, dbname=name)) as srv:
-            yield srv
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
+    with database_from_template(pg_admin_dsn, template_db) as dsn, ServerProcess(dsn) as srv:
+        yield srv
 
 
 @pytest.fixture

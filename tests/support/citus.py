@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import psycopg2
+import psycopg2.errors
 import psycopg2.extensions
 
 from queen_threads.embedded import free_port
@@ -168,6 +169,22 @@ class CitusCluster:
             conn.close()
         return self.dsn("coordinator", name)
 
+    def copy_database(self, template: str, name: str) -> str:
+        """`name` as a copy of `template` on every node (the shards and Citus's metadata
+        come along: the nodes' names and ports are the same); its DSN on the coordinator.
+        A template takes no connections from then on: PostgreSQL copies only a database
+        nobody is connected to, and Citus keeps connections to its databases open (the
+        maintenance daemon, the coordinator's connections to the workers)."""
+        for node in NODES:
+            conn = _autocommit(self.dsn(node))
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(f'ALTER DATABASE "{template}" WITH ALLOW_CONNECTIONS false')
+                    _copy_when_idle(cur, template, name)
+            finally:
+                conn.close()
+        return self.dsn("coordinator", name)
+
     def drop_database(self, name: str) -> None:
         for node in NODES:
             conn = _autocommit(self.dsn(node))
@@ -183,6 +200,25 @@ class CitusCluster:
             pidfile = self._data(node) / "postmaster.pid"
             if pidfile.exists():
                 self.ports[node] = int(pidfile.read_text().splitlines()[3])
+
+
+def _copy_when_idle(cur: psycopg2.extensions.cursor, template: str, name: str) -> None:
+    """CREATE DATABASE name TEMPLATE template, once the sessions still on the template
+    (which takes no new ones) are gone."""
+    deadline = time.monotonic() + 30
+    while True:
+        cur.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()",
+            (template,),
+        )
+        try:
+            cur.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}" STRATEGY FILE_COPY')
+            return
+        except psycopg2.errors.ObjectInUse:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def _autocommit(dsn: str) -> psycopg2.extensions.connection:
