@@ -39,6 +39,25 @@ PLAIN_SETTINGS = {
 REMOTE_DETAIL = re.compile(r"DETAIL:\s+on server \S+@[\w.:-]+?:(\d+) connectionId")
 
 
+LINE_PID = re.compile(r"^[^\[\n]*\[(\d+)\] ")
+
+
+def without_pids(log_text: str, pids: set[int]) -> str:
+    """The log's entries except those of the processes `pids` (the nodes' background
+    workers, e.g. Citus's maintenance daemon polling for distributed deadlocks). An entry is
+    a line with the `[pid]` of the default log_line_prefix and its continuation lines."""
+    if not pids:
+        return log_text
+    kept, keep = [], True
+    for line in log_text.splitlines(keepends=True):
+        match = LINE_PID.match(line)
+        if match:
+            keep = int(match.group(1)) not in pids
+        if keep:
+            kept.append(line)
+    return "".join(kept)
+
+
 def remote_commands(log_text: str, ports: dict[int, str]) -> Counter[str]:
     """Commands `citus.log_remote_commands` says were sent, per destination node name."""
     out: Counter[str] = Counter()
@@ -141,6 +160,7 @@ class ScalePair:
     plain_pg: PlainPostgres | None = None
     plain: Side | None = None
     citus: Side | None = None
+    skip_pids: dict[str, set[int]] = field(default_factory=dict)  # node -> background pids
 
     def start(self) -> ScalePair:
         reason = unavailable()
@@ -187,6 +207,23 @@ class ScalePair:
         assert self.cluster is not None
         return {n: self.cluster.folder / f"{n}.log" for n in NODES}
 
+    def background_pids(self) -> dict[str, set[int]]:
+        """Per node, its processes that are not client sessions (what they send is not the
+        requests' doing: the maintenance daemon's deadlock detection, 2PC recovery...)."""
+        assert self.cluster is not None
+        out: dict[str, set[int]] = {}
+        for node in NODES:
+            conn = _autocommit(self.cluster.dsn(node, DATABASE))
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(
+                        "SELECT pid FROM pg_stat_activity WHERE backend_type <> 'client backend'"
+                    )
+                    out[node] = {int(r[0]) for r in cur.fetchall()}
+            finally:
+                conn.close()
+        return out
+
     def set_remote_logging(self, on: bool) -> None:
         """`citus.log_remote_commands` on every node, for every session (ALTER SYSTEM + reload:
         the servers' pooled connections take it before their next statement)."""
@@ -206,6 +243,7 @@ class ScalePair:
             finally:
                 conn.close()
         time.sleep(0.2)  # the postmasters signal their backends; each applies it when idle
+        self.skip_pids = self.background_pids() if on else {}
 
     def log_marks(self) -> dict[str, int]:
         marks = {}
@@ -224,7 +262,9 @@ class ScalePair:
         for node, path in self.log_paths().items():
             with path.open("rb") as f:
                 f.seek(marks.get(node, 0))
-                text = f.read().decode(errors="replace")
+                text = without_pids(
+                    f.read().decode(errors="replace"), self.skip_pids.get(node, set())
+                )
             out[node] = remote_commands(text, self.ports)
             shapes.update({f"{node}: {k}": n for k, n in command_shapes(text).items()})
         return out, shapes

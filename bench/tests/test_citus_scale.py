@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from bench.citus_nodes import PLAIN_SETTINGS, command_shapes, cpu_ms_per_op, remote_commands
+from bench.citus_nodes import (
+    PLAIN_SETTINGS,
+    command_shapes,
+    cpu_ms_per_op,
+    remote_commands,
+    without_pids,
+)
 from bench.citus_scale import OPS, figures_of, scale_figures
 from bench.options import FULL, QUICK, parse_args
 from bench.scenarios import SCENARIOS
@@ -59,6 +65,21 @@ def test_round_trips_are_counted_per_destination_node() -> None:
     ports = {36957: "worker1", 50355: "worker2"}
     assert remote_commands(LOG, ports) == {"worker1": 1, "worker2": 2, "port 41000": 1}
     assert remote_commands("", ports) == {}
+
+
+def test_background_processes_lines_are_left_out() -> None:
+    # the maintenance daemon (pid 9700 here) polls for distributed deadlocks on its own
+    daemon = (
+        "19:52:02.000 [9700] NOTICE:  issuing SELECT waiting_pid FROM x\n"
+        "\tWHERE true\n"
+        "19:52:02.000 [9700] DETAIL:  on server postgres@127.0.0.1:36957 connectionId: 9\n"
+    )
+    ports = {36957: "worker1", 50355: "worker2"}
+    assert remote_commands(LOG + daemon, ports)["worker1"] == 2
+    kept = without_pids(LOG + daemon, {9700})
+    assert remote_commands(kept, ports) == remote_commands(LOG, ports)
+    assert "waiting_pid" not in kept and "checkpoint starting" not in kept
+    assert without_pids(LOG, set()) == LOG
 
 
 def test_commands_are_counted_by_shape() -> None:
