@@ -371,6 +371,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="(z): only these operations, comma list of push1,push1000,popack100,sql_insert,"
         "sql_call,sql_call1000 (default: all)",
     )
+    p.add_argument(
+        "--scale-prefill",
+        type=_positive_int,
+        help="(z): messages in the pop + ack queue of each side (100,000, quick 20,000)",
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -447,6 +452,7 @@ def parse_args(argv: list[str]) -> Options:
         ("mixed_long_rate", "mixed_long_rate"),
         ("mixed_long_duration", "mixed_long_s"),
         ("scale_ops", "scale_ops"),
+        ("scale_prefill", "scale_prefill"),
     ):
         value = getattr(ns, flag)
         if value is not None:

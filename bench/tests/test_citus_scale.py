@@ -39,6 +39,7 @@ def test_the_scenario_is_registered_on_request_only() -> None:
     assert picked.sizes.scale_ops == ("push1", "sql_call")
     with pytest.raises(SystemExit):
         parse_args(["--scale-ops", "push2"])
+    assert parse_args(["--scale-prefill", "5000"]).sizes.scale_prefill == 5000
 
 
 def test_sizes_and_figures() -> None:
