@@ -84,6 +84,20 @@ SELECT name FROM queen.queues WHERE encryption_enabled AND name = ANY(%s);
 -- Several pops in one call, each with its own lease and batch size.
 SELECT queen.pop_unified_batch(%s::jsonb)::text;
 
+-- name: pop_partition
+-- One pop of one partition, by its id and its request (queue/placement.py). A bare
+-- `SELECT f(<constants>)`: on Citus only such a call is delegated to the worker that holds
+-- the partition (schema/citus/40_delegate.sql). The answer is text.
+SELECT queen.pop_partition_v1(%s::uuid, %s::jsonb);
+
+-- name: ack_partition
+-- An ack whose items all name one partition (as pop_partition): {results, wakeEpoch}.
+SELECT queen.ack_partition_v1(%s::uuid, %s::jsonb);
+
+-- name: renew_partition
+-- A lease renewal where the lease is held on one partition (as pop_partition).
+SELECT queen.renew_partition_v1(%s::uuid, %s::jsonb);
+
 -- name: ack_messages
 -- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py);
 -- with the epoch of queen.wake_interest, as for a push.

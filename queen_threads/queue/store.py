@@ -22,6 +22,7 @@ from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.db.citus import CitusProbe
 from queen_threads.queue.body import DEFAULT_PARTITION, encryption_key_present
+from queen_threads.queue.placement import PartitionRoutes, ack_partition
 
 
 def expand_push_results(
@@ -129,6 +130,9 @@ class QueueStore:
         self.db = db
         self.cipher = cipher
         self.observer = observer
+        # The partitions of pops and leases, for the one-partition entry points
+        # (queue/placement.py).
+        self.routes = PartitionRoutes()
         # The newest wake-interest epoch a push or ack returned (wake/targets.py).
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
@@ -207,14 +211,29 @@ class QueueStore:
 
     # -- consumers ------------------------------------------------------------------
     def pop(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One call for several pops (each its own lease); results in request order."""
-        results: list[dict[str, Any]] = self.db.call("pop_batch", list(requests))
+        """One call for several pops (each its own lease); results in request order. A
+        single pop of a partition whose id is known goes to its partition's entry point."""
+        pid = self._pop_partition(requests[0]) if len(requests) == 1 else None
+        results: list[dict[str, Any]]
+        if pid is not None:
+            results = [self.db.json("pop_partition", (pid, orjson.dumps(requests[0]).decode()))]
+        else:
+            results = self.db.call("pop_batch", list(requests))
+        self.routes.learn(requests, results)
         for result in results:
             for message in result.get("messages") or ():
                 self.open_message(message)
         if self.observer is not None:
             self.observer.popped(results)
         return results
+
+    def _pop_partition(self, request: dict[str, Any]) -> str | None:
+        """The id of the one partition `request` pops from, when this process knows it
+        (from a pop's answer, else from a push's)."""
+        pid = self.routes.of_pop(request)
+        if pid is None and request.get("queue") and request.get("partition"):
+            pid = self.partition_ids.get((request["queue"], request["partition"]))
+        return pid
 
     def open_message(self, message: dict[str, Any]) -> None:
         """Decrypt an outgoing message in place (see crypto.open_message)."""
@@ -223,7 +242,14 @@ class QueueStore:
             self.observer.decryption_failed(message, reason)
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        rows, epoch = self.db.call_and("ack_messages", {"acks": acks})
+        pid = ack_partition(acks)
+        if pid is None:
+            rows, epoch = self.db.call_and("ack_messages", {"acks": acks})
+        else:  # one partition: its entry point
+            answer = self.db.json("ack_partition", (pid, orjson.dumps({"acks": acks}).decode()))
+            rows, epoch = answer["results"], answer["wakeEpoch"]
+            if epoch is None:  # it ran on a Citus worker: the epoch as of after its commit
+                epoch = self.db.value("wake_epoch")
         self._saw_wake_epoch(epoch)
         results = list(rows)
         if self.observer is not None:
@@ -287,7 +313,11 @@ class QueueStore:
         return int(self.db.json("wake_interest_withdraw", (origin,)))
 
     def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
-        return dict(self.db.call("renew_lease", {"leaseId": lease_id, "seconds": seconds}))
+        body = {"leaseId": lease_id, "seconds": seconds}
+        pid = self.routes.of_lease(lease_id)
+        if pid is None:
+            return dict(self.db.call("renew_lease", body))
+        return dict(self.db.json("renew_partition", (pid, orjson.dumps(body).decode())))
 
     def release_leases(self, lease_ids: Sequence[str]) -> int:
         """Give leases back (client gone): their messages go to the next consumer now."""

@@ -178,7 +178,8 @@ BEGIN
     END IF;
     v_prefix := p_pc.batch_ids[1:v_k];
     v_last := p_pc.batch_ids[v_k];
-    SELECT m.created_at INTO v_ts FROM queen.messages m WHERE m.id = v_last;
+    SELECT m.created_at INTO v_ts FROM queen.messages m
+     WHERE m.partition_id = p_pc.partition_id AND m.id = v_last;  -- (one shard on Citus)
     IF v_ts IS NOT NULL
        AND (v_ts, v_last) > (coalesce(p_pc.last_consumed_created_at, '-infinity'),
                              p_pc.last_consumed_id) THEN

@@ -29,10 +29,11 @@
 -- push_messages_v2). A probe costs an index lookup per item, about a quarter of a
 -- 1000-item push, for a case (a retried push) that is rare.
 -- The fast path (compact answer, first attempt, every item bound for an existing partition
--- of an uncapped, unencrypted queue: nearly every push) skips the per-item joins and
--- answers from its own rows: ids drawn in input order, one timestamp for the request, no
--- RETURNING joined back (about 30% of a 1000-item push, docs/benchmarks.md). Anything it
--- cannot answer (a duplicate makes its INSERT fail) goes through the general path.
+-- of an uncapped queue, and encrypted when its queue is: nearly every push) skips the
+-- per-item joins and answers from the rows it inserted: ids drawn in input order, one
+-- timestamp for the request, each row's item found by its offset (about 30% of a
+-- 1000-item push, docs/benchmarks.md). Anything it cannot answer (a duplicate makes its
+-- INSERT fail) goes through the general path.
 -- Steps: the request's (queue, partition) pairs (queen._push_pairs), missing queues and
 -- partitions and the partition locks (queen._push_prepare), then the fast path
 -- (queen._push_fast, NULL when it does not apply) or the general one (queen._push_general).
@@ -220,23 +221,27 @@ DECLARE
     v_shift   bigint;
     v_pids    uuid[];
     v_pshift  jsonb;
+    v_gen     boolean;
+    v_enc     boolean;
 BEGIN
 
-    -- The fast path: every item goes to an existing partition of an uncapped, unencrypted
-    -- queue, and (first attempt) none is expected to be a duplicate. A duplicate, stored or
+    -- The fast path: every item goes to an existing partition of an uncapped queue (and
+    -- comes encrypted when its queue is), and (first attempt) none is expected to be a
+    -- duplicate. A duplicate, stored or
     -- within the request, makes its INSERT fail: the caller runs the push again with
     -- p_probe, on the general path below.
     -- The maps {queue: {partition: id}} and {queue: {partition: offset of the item at
     -- position 0}} are nested, so that no name is joined with another. A push to one
     -- partition (most) takes its offsets from one number instead of a map lookup per item.
-    SELECT bool_and(x.ok),
+    SELECT bool_and(x.ok), bool_or(x.enc),
            jsonb_object_agg(x.qn, x.parts) FILTER (WHERE x.qn IS NOT NULL),
            jsonb_object_agg(x.qn, x.shifts) FILTER (WHERE x.qn IS NOT NULL),
            min(x.shift)
-      INTO v_fast, v_map, v_shifts, v_shift
+      INTO v_fast, v_enc, v_map, v_shifts, v_shift
       FROM (SELECT pr ->> 0 AS qn,
-                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0
-                                     AND NOT q.encryption_enabled, false)) AS ok,
+                   bool_and(coalesce(pr ->> 4 IS NOT NULL AND q.max_queue_size <= 0, false))
+                       AS ok,
+                   bool_or(q.encryption_enabled) AS enc,
                    jsonb_object_agg(pr ->> 1, pr -> 4) AS parts,
                    jsonb_object_agg(pr ->> 1, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
                        AS shifts,
@@ -246,6 +251,12 @@ BEGIN
              GROUP BY pr ->> 0) x;
 
     IF NOT coalesce(v_fast, false) THEN
+        RETURN NULL;
+    END IF;
+    -- A queue with encryption_enabled takes only encrypted payloads (the general path
+    -- refuses the others one by one): here when every item came encrypted (as the items
+    -- of a server with QUEEN_ENCRYPTION_KEY do).
+    IF v_enc AND jsonb_path_exists(p_items, '$[*] ? (!(@.isEncrypted == true))') THEN
         RETURN NULL;
     END IF;
     -- The target partitions' newest message (by key: one node's shard on Citus).
@@ -263,6 +274,10 @@ BEGIN
     -- from an intermediate result is sent to every node, one from a function only to the
     -- nodes its rows go to. Each answer row finds its item by its offset (the item at
     -- 0-based position i got its partition's shift + i).
+    -- (Looking an item up costs: only when some item came without a transactionId, which
+    -- the server never sends.)
+    v_gen := jsonb_path_exists(p_items,
+                               '$[*] ? (!exists(@.transactionId) || @.transactionId == null)');
     IF v_shift IS NULL THEN
         SELECT jsonb_object_agg(pr ->> 4, (pr ->> 5)::bigint - (pr ->> 3)::bigint - 1)
           INTO v_pshift
@@ -294,7 +309,8 @@ BEGIN
     )
     SELECT json_agg(json_build_array('queued', r.id::text, r.partition_id, r.trace_id,
                                      NULL, NULL,
-                                     CASE WHEN p_items -> r.idx ->> 'transactionId' IS NULL
+                                     CASE WHEN v_gen
+                                               AND p_items -> r.idx ->> 'transactionId' IS NULL
                                           THEN r.transaction_id END)
                     ORDER BY r.idx)
       INTO v_result

@@ -20,11 +20,16 @@ BEGIN
                           WHERE g.consumer_group = p_group AND g.queue_name = v_queue
                             AND g.namespace = v_ns AND g.task = v_task);
     IF p_requested AND NOT conflates THEN
-        IF EXISTS (SELECT 1 FROM queen.partition_consumers pc
-                     JOIN queen.partitions p ON p.id = pc.partition_id
-                    WHERE pc.consumer_group = p_group
-                      AND CASE WHEN p_pid IS NOT NULL THEN pc.partition_id = p_pid
-                               ELSE p.queue_id = ANY (p_qids) END) THEN
+        IF p_pid IS NOT NULL THEN  -- (one statement each: on Citus the first is on one worker)
+            PERFORM 1 FROM queen.partition_consumers pc
+             WHERE pc.partition_id = p_pid AND pc.consumer_group = p_group;
+        ELSE
+            PERFORM 1 FROM queen.partition_consumers pc
+              JOIN queen.partitions p ON p.id = pc.partition_id
+             WHERE p.queue_id = ANY (p_qids) AND pc.consumer_group = p_group
+             LIMIT 1;
+        END IF;
+        IF FOUND THEN
             conflict := true;
         ELSE
             INSERT INTO queen.conflation_groups (consumer_group, queue_name, namespace, task)

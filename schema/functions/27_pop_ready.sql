@@ -16,9 +16,11 @@ BEGIN
         IF queue_ids IS NOT NULL AND p_part IS NOT NULL THEN
             SELECT p.id INTO partition_id
               FROM queen.partitions p
-             WHERE p.queue_id = queue_ids[1] AND p.name = p_part
-               AND EXISTS (SELECT 1 FROM queen.partition_lookup pl WHERE pl.partition_id = p.id);
-            IF partition_id IS NULL THEN
+             WHERE p.queue_id = queue_ids[1] AND p.name = p_part;
+            -- (by its id: on Citus a statement on the one worker that holds it)
+            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.partition_id = _pop_scope.partition_id;
+            IF NOT FOUND THEN
+                partition_id := NULL;
                 queue_ids := NULL;
             END IF;
         END IF;
@@ -35,24 +37,24 @@ $$;
 -- p_group NULL for every group registered for each partition's queue; an existing row gets
 -- its queue and head filled in when it lacks them (a row a seek or an ack created). A new
 -- row starts where the group's subscription says (queue mode and 'all': the beginning).
--- Rows in (partition, group) order.
+-- Rows in (partition, group) order. (The groups by a LEFT JOIN, not a LATERAL UNION: Citus
+-- refuses a LATERAL subquery that a distributed table feeds.)
 CREATE OR REPLACE FUNCTION queen._cursor_rows(p_pids uuid[], p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     WITH r AS MATERIALIZED (
-        SELECT pl.partition_id AS pid, g.grp, pl.queue_id AS qid,
-               pl.last_message_created_at AS hts, pl.last_message_id AS hid,
+        SELECT pl.partition_id AS pid, coalesce(p_group, c.consumer_group) AS grp,
+               pl.queue_id AS qid, pl.last_message_created_at AS hts,
+               pl.last_message_id AS hid,
                q.name AS qname, p.name AS pname, q.namespace AS ns, q.task AS tk
           FROM queen.partition_lookup pl
           JOIN queen.partitions p ON p.id = pl.partition_id
           JOIN queen.queues q ON q.id = pl.queue_id
-          JOIN LATERAL (
-                SELECT p_group AS grp WHERE p_group IS NOT NULL
-                UNION ALL
-                SELECT c.consumer_group FROM queen.queue_consumer_groups c
-                 WHERE p_group IS NULL AND c.queue_id = pl.queue_id) g ON true
+          LEFT JOIN queen.queue_consumer_groups c
+                 ON p_group IS NULL AND c.queue_id = pl.queue_id
          WHERE pl.partition_id = ANY (p_pids)
+           AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)
     ),
     -- The subscription's start once per (group, queue); a partition's own metadata row,
     -- where there is one, wins (the order of queen._subscription_start).
@@ -92,12 +94,17 @@ $$;
 -- (queue, group). The queue's registration lock (exclusive here, shared by each push's
 -- commit-time bookkeeping, migration 0019) waits for the pushes that are committing; those
 -- that commit later see the registration. So no partition's head is missed, and no open
--- transaction holds a registration up.
+-- transaction holds a registration up. The bookkeeping runs where the partition is stored,
+-- so the lock is taken on every node that stores partitions: once per row of
+-- queen.shard_anchors (migration 0022: one row on plain PostgreSQL; on Citus one in every
+-- shard, so each statement runs on the worker that holds it).
 CREATE OR REPLACE FUNCTION queen._register_group(p_qids uuid[], p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_q uuid;
+    v_q       uuid;
+    v_anchors uuid[];
+    v_a       uuid;
 BEGIN
     FOR v_q IN
         SELECT u.id FROM unnest(p_qids) AS u(id)
@@ -105,7 +112,12 @@ BEGIN
                             WHERE r.queue_id = u.id AND r.consumer_group = p_group)
          ORDER BY u.id
     LOOP
-        PERFORM queen._registration_lock(v_q);
+        v_anchors := coalesce(v_anchors, ARRAY(SELECT a.partition_id FROM queen.shard_anchors a
+                                                ORDER BY a.partition_id));
+        FOREACH v_a IN ARRAY v_anchors LOOP
+            PERFORM queen._registration_lock(v_q)
+               FROM queen.shard_anchors a WHERE a.partition_id = v_a;
+        END LOOP;
         INSERT INTO queen.queue_consumer_groups (queue_id, consumer_group)
         VALUES (v_q, p_group)
         ON CONFLICT DO NOTHING;
@@ -118,7 +130,8 @@ END;
 $$;
 
 -- The cursor row of one partition for a pop of that partition, when it lacks one (or its
--- head), under the queue's registration lock like a registration.
+-- head), under the queue's registration lock like a registration (taken where the
+-- partition is stored: a statement on its partition_lookup row).
 CREATE OR REPLACE FUNCTION queen._cursor_row(p_pid uuid, p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
@@ -127,7 +140,8 @@ BEGIN
       WHERE pc.partition_id = p_pid AND pc.consumer_group = p_group
         AND pc.queue_id IS NOT NULL AND pc.head_id IS NOT NULL;
     IF NOT FOUND THEN
-        PERFORM queen._registration_lock(p.queue_id) FROM queen.partitions p WHERE p.id = p_pid;
+        PERFORM queen._registration_lock(pl.queue_id)
+           FROM queen.partition_lookup pl WHERE pl.partition_id = p_pid;
         PERFORM queen._cursor_rows(ARRAY[p_pid], p_group);
     END IF;
 END;
@@ -141,11 +155,20 @@ $$;
 
 -- Up to p_limit partitions of the queues p_qids that p_group may take at p_now, in claim
 -- order (higher queue priority first, then the one that has waited longest), leaving out
--- p_skip. One range scan of the ready index per queue.
+-- p_skip. One range scan of the ready index per queue, queue by queue (one statement per
+-- queue: Citus refuses a LIMIT in a LATERAL subquery that a table or a function feeds),
+-- and none for the queues of a lower priority once the higher ones gave p_limit.
 CREATE OR REPLACE FUNCTION queen._pop_candidates(
     p_qids uuid[], p_group text, p_now timestamptz, p_skip uuid[], p_limit integer
 ) RETURNS uuid[]
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_q     record;
+    v_prio  integer;
+    v_pids  uuid[] := '{}';
+    v_ats   timestamptz[] := '{}';
+    v_prios integer[] := '{}';
+    r       record;
 BEGIN
     IF cardinality(p_qids) = 1 THEN
         RETURN ARRAY(SELECT pc.partition_id
@@ -156,37 +179,51 @@ BEGIN
                       ORDER BY pc.available_at
                       LIMIT p_limit);
     END IF;
-    RETURN ARRAY(SELECT x.pid
-                   FROM queen.queues q
-                  CROSS JOIN LATERAL (
-                        SELECT pc.partition_id AS pid, pc.available_at AS at
-                          FROM queen.partition_consumers pc
-                         WHERE pc.queue_id = q.id AND pc.consumer_group = p_group
-                           AND pc.available_at <= p_now
-                           AND pc.partition_id <> ALL (p_skip)
-                         ORDER BY pc.available_at
-                         LIMIT p_limit) x
-                  WHERE q.id = ANY (p_qids)
-                  ORDER BY q.priority DESC, x.at, x.pid
+    FOR v_q IN
+        SELECT q.id, q.priority FROM queen.queues q
+         WHERE q.id = ANY (p_qids) ORDER BY q.priority DESC, q.id
+    LOOP
+        EXIT WHEN v_q.priority IS DISTINCT FROM v_prio AND cardinality(v_pids) >= p_limit;
+        v_prio := v_q.priority;
+        FOR r IN
+            SELECT pc.partition_id AS pid, pc.available_at AS at
+              FROM queen.partition_consumers pc
+             WHERE pc.queue_id = v_q.id AND pc.consumer_group = p_group
+               AND pc.available_at <= p_now
+               AND pc.partition_id <> ALL (p_skip)
+             ORDER BY pc.available_at
+             LIMIT p_limit
+        LOOP
+            v_pids := v_pids || r.pid;
+            v_ats := v_ats || r.at;
+            v_prios := v_prios || v_q.priority;
+        END LOOP;
+    END LOOP;
+    RETURN ARRAY(SELECT u.pid FROM unnest(v_pids, v_ats, v_prios) AS u(pid, at, prio)
+                  ORDER BY u.prio DESC, u.at, u.pid
                   LIMIT p_limit);
 END;
 $$;
 
 -- How many partitions of the scope p_group may take now, counted up to p_cap (the pop
--- autopilot needs no more: it never takes more than 16 partitions).
+-- autopilot needs no more: it never takes more than 16 partitions). Queue by queue.
 CREATE OR REPLACE FUNCTION queen._pop_ready_count(
     p_qids uuid[], p_group text, p_now timestamptz, p_cap integer
 ) RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_q uuid;
+    v_n integer := 0;
 BEGIN
-    RETURN (SELECT count(*) FROM (
-                SELECT 1 FROM unnest(p_qids) AS u(id)
-                 CROSS JOIN LATERAL (
-                        SELECT 1 FROM queen.partition_consumers pc
-                         WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
-                           AND pc.available_at <= p_now
-                         LIMIT p_cap) r
-                 LIMIT p_cap) x);
+    FOREACH v_q IN ARRAY p_qids LOOP
+        v_n := v_n + (SELECT count(*) FROM (
+                          SELECT 1 FROM queen.partition_consumers pc
+                           WHERE pc.queue_id = v_q AND pc.consumer_group = p_group
+                             AND pc.available_at <= p_now
+                           LIMIT p_cap - v_n) r);
+        EXIT WHEN v_n >= p_cap;
+    END LOOP;
+    RETURN v_n;
 END;
 $$;
 
@@ -195,14 +232,19 @@ CREATE OR REPLACE FUNCTION queen._pop_active_leases(
     p_qids uuid[], p_group text, p_now timestamptz, p_cap integer
 ) RETURNS integer
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_q      uuid;
+    v_leases uuid[] := '{}';
 BEGIN
-    RETURN (SELECT count(DISTINCT l.lease_id) FROM (
-                SELECT r.lease_id FROM unnest(p_qids) AS u(id)
-                 CROSS JOIN LATERAL (
-                        SELECT pc.lease_id FROM queen.partition_consumers pc
-                         WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
-                           AND pc.available_at > p_now AND pc.lease_expires_at > p_now
-                         LIMIT p_cap) r
-                 LIMIT p_cap) l);
+    FOREACH v_q IN ARRAY p_qids LOOP
+        v_leases := v_leases || ARRAY(
+            SELECT pc.lease_id FROM queen.partition_consumers pc
+             WHERE pc.queue_id = v_q AND pc.consumer_group = p_group
+               AND pc.available_at > p_now AND pc.lease_expires_at > p_now
+             LIMIT p_cap);
+        EXIT WHEN cardinality(v_leases) >= p_cap;
+    END LOOP;
+    RETURN (SELECT count(DISTINCT l.id) FROM (SELECT u.id FROM unnest(v_leases) AS u(id)
+                                              LIMIT p_cap) l);
 END;
 $$;

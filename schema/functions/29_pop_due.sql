@@ -22,21 +22,21 @@ CREATE OR REPLACE FUNCTION queen._pop_due(
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     v_at timestamptz;
+    v_q  uuid;
 BEGIN
     IF p_pid IS NOT NULL THEN
         SELECT pc.available_at INTO v_at
           FROM queen.partition_consumers pc
          WHERE pc.partition_id = p_pid AND pc.consumer_group = p_group;
     ELSE
-        SELECT min(x.at) INTO v_at
-          FROM unnest(p_qids) AS u(id)
-         CROSS JOIN LATERAL (
-                SELECT pc.available_at AS at
-                  FROM queen.partition_consumers pc
-                 WHERE pc.queue_id = u.id AND pc.consumer_group = p_group
-                   AND pc.available_at > p_now
-                 ORDER BY pc.available_at
-                 LIMIT 1) x;
+        FOREACH v_q IN ARRAY p_qids LOOP  -- one probe per queue (as _pop_candidates)
+            v_at := least(v_at, (SELECT pc.available_at
+                                   FROM queen.partition_consumers pc
+                                  WHERE pc.queue_id = v_q AND pc.consumer_group = p_group
+                                    AND pc.available_at > p_now
+                                  ORDER BY pc.available_at
+                                  LIMIT 1));
+        END LOOP;
     END IF;
     RETURN CASE WHEN v_at > p_now AND v_at < 'infinity' THEN v_at END;
 END;

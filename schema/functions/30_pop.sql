@@ -45,6 +45,8 @@ DECLARE
     v_pid        uuid;      -- a pop of one partition
     v_tried      uuid[] := '{}';
     v_cands      uuid[];
+    v_cand       uuid;
+    v_found      boolean;
     v_claimed    integer := 0;
     v_msgs       jsonb := '[]'::jsonb;
     v_first_q    text;
@@ -85,10 +87,12 @@ BEGIN
             SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
               FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
                                      coalesce(queen._jbool(p_req -> 'conflation', false), false)) cf;
-            v_qids := CASE WHEN EXISTS (SELECT 1 FROM unnest(v_qids) AS u(id)
-                                         WHERE EXISTS (SELECT 1 FROM queen.partition_lookup pl
-                                                        WHERE pl.queue_id = u.id))
-                           THEN v_qids ELSE '{}' END;  -- no message ever: nothing to read
+            IF v_pid IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
+                PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
+                IF NOT FOUND THEN
+                    v_qids := '{}';  -- no message ever: nothing to read
+                END IF;
+            END IF;
         END IF;
         IF cardinality(v_qids) > 0 THEN
             IF v_pid IS NOT NULL THEN
@@ -119,21 +123,25 @@ BEGIN
         END IF;
 
         -- 2. Claim the first candidate nobody else holds; the generated available_at says
-        --    again, on the locked row version, that the group may take it now.
-        SELECT pc.* INTO c
-          FROM queen.partition_consumers pc
-         WHERE pc.partition_id = ANY (v_cands)
-           AND pc.consumer_group = v_group
-           AND pc.available_at <= v_now
-         ORDER BY array_position(v_cands, pc.partition_id)
-         LIMIT 1
-           FOR UPDATE OF pc SKIP LOCKED;
-        IF NOT FOUND THEN
-            v_tried := v_tried || v_cands;
+        --    again, on the locked row version, that the group may take it now. One
+        --    statement per candidate, keyed by its partition: on Citus each one runs on the
+        --    worker that holds the partition (a row lock must name one shard).
+        v_found := false;
+        FOREACH v_cand IN ARRAY v_cands LOOP
+            v_tried := v_tried || v_cand;
+            SELECT pc.* INTO c
+              FROM queen.partition_consumers pc
+             WHERE pc.partition_id = v_cand
+               AND pc.consumer_group = v_group
+               AND pc.available_at <= v_now
+               FOR UPDATE SKIP LOCKED;
+            v_found := FOUND;
+            EXIT WHEN v_found;
+        END LOOP;
+        IF NOT v_found THEN
             v_contended := true;
             CONTINUE;
         END IF;
-        v_tried := v_tried || c.partition_id;
 
         -- 3. What it gives: its visible messages, leased (or consumed, autoAck).
         SELECT * INTO t
@@ -383,6 +391,11 @@ DECLARE
     v_res  jsonb;
     v_stop boolean := false;
 BEGIN
+    -- On Citus: one connection per worker for the whole transaction, so that a group's
+    -- registration takes the registration lock on a worker once, in one session
+    -- (queen._register_group; over two sessions of one transaction the second would wait
+    -- for the first). On PostgreSQL a setting nothing reads.
+    PERFORM set_config('citus.max_adaptive_executor_pool_size', '1', true);
     IF jsonb_typeof(p_requests) = 'object' THEN
         p_requests := jsonb_build_array(p_requests);
     ELSIF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
@@ -407,6 +420,24 @@ BEGIN
         END IF;
     END LOOP;
     RETURN to_jsonb(v_out);
+END;
+$$;
+
+-- One pop of one partition (p_req names its queue and partition), with p_pid the id the
+-- caller knows the partition by: the server's call when a pop concerns one partition. On
+-- Citus it is a distributed function delegated by p_pid (schema/citus/40_delegate.sql), so
+-- the whole pop runs on the worker that holds the partition, in one round trip. p_pid only
+-- picks where it runs: the request's names decide what is popped (a stale id costs remote
+-- statements, not a wrong answer; the answer's partitionId is the right one).
+-- Returns the pop's result object (as one element of pop_unified_batch's answer), as text.
+CREATE OR REPLACE FUNCTION queen.pop_partition_v1(p_pid uuid, p_req jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+BEGIN
+    RETURN queen._pop_one(p_req)::text;
 END;
 $$;
 

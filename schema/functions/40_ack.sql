@@ -139,6 +139,26 @@ BEGIN
 END;
 $$;
 
+-- The messages (partition_id, transaction_id) of the pairs p_pids/p_txns (aligned; those
+-- found): one index probe per pair, one statement per partition (on Citus each one runs on
+-- the worker that holds the partition).
+CREATE OR REPLACE FUNCTION queen._ack_messages_of(p_pids uuid[], p_txns text[])
+RETURNS TABLE (pid uuid, txn text, mid bigint, mts timestamptz)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_pid  uuid;
+    v_txns text[];
+BEGIN
+    FOR v_pid IN SELECT DISTINCT u.p FROM unnest(p_pids) AS u(p) WHERE u.p IS NOT NULL LOOP
+        v_txns := ARRAY(SELECT u.t FROM unnest(p_pids, p_txns) AS u(p, t) WHERE u.p = v_pid);
+        RETURN QUERY
+            SELECT m.partition_id, m.transaction_id, m.id, m.created_at
+              FROM queen.messages m
+             WHERE m.partition_id = v_pid AND m.transaction_id = ANY (v_txns);
+    END LOOP;
+END;
+$$;
+
 -- The ack items of a request, each with its message and its queue's retry policy (NULL
 -- message columns: no message with this transactionId in this partition), in the order
 -- _ack_items works them: unresolvable ones first, then per (partition, group) in
@@ -180,19 +200,22 @@ BEGIN
                                               WHERE q0.id = p.queue_id LIMIT 1) q
                          WHERE p.id = x.pid
                          LIMIT 1) pq ON true)
+        -- each item's message: an index probe per item (_ack_messages_of)
+        , f AS MATERIALIZED (
+            SELECT x.*
+              FROM (SELECT array_agg(ids.pid) AS ps, array_agg(i.txn) AS ts
+                      FROM i JOIN ids ON ids.pid_txt = i.pid_txt
+                     WHERE ids.pid IS NOT NULL) a
+             CROSS JOIN LATERAL queen._ack_messages_of(a.ps, a.ts) x)
         SELECT i.idx, i.txn, ids.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
-               m.id, m.created_at, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
+               m.mid, m.mts, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
                n.retry_strategy, n.retry_delay_max, n.retry_jitter
           FROM i
           LEFT JOIN ids ON ids.pid_txt = i.pid_txt
-          -- An index probe per item, whatever the statistics say (see 20_push.sql).
-          LEFT JOIN LATERAL (
-                SELECT m0.id, m0.created_at FROM queen.messages m0
-                 WHERE m0.partition_id = ids.pid AND m0.transaction_id = i.txn
-                 LIMIT 1) m ON true
+          LEFT JOIN f m ON m.pid = ids.pid AND m.txn = i.txn
           -- the names and policy of a found message's partition (none without a message)
-          LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.id IS NOT NULL
-         ORDER BY (m.id IS NULL) DESC, ids.pid, i.grp, m.created_at, m.id, i.idx;
+          LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.mid IS NOT NULL
+         ORDER BY (m.mid IS NULL) DESC, ids.pid, i.grp, m.mts, m.mid, i.idx;
 END;
 $$;
 
@@ -221,6 +244,8 @@ CREATE OR REPLACE FUNCTION queen._ack_dead_letter(
     p_etype text, p_rc integer, p_reason text, p_hist jsonb
 ) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := now();
 BEGIN
     INSERT INTO queen.dead_letter_queue
            (message_id, partition_id, consumer_group, error_message, retry_count,
@@ -234,7 +259,7 @@ BEGIN
            retry_count = EXCLUDED.retry_count,
            error_type = EXCLUDED.error_type,
            attempts = EXCLUDED.attempts,
-           failed_at = now();
+           failed_at = v_now;  -- (a value: Citus refuses a function in DO UPDATE SET)
     PERFORM queen._trace_failure(p_mid, p_pid, p_txn, p_group, 'dead_lettered',
         jsonb_build_object('attempt', p_rc + 1, 'retryCount', p_rc, 'reason', p_reason,
                            'error', p_err, 'errorType', p_etype));
@@ -685,5 +710,27 @@ BEGIN
     PERFORM set_config('queen.server_wakes', 'on', true);
     wake_epoch := queen._wake_epoch();
     results := queen.ack_messages_v2(p);
+END;
+$$;
+
+-- An ack whose items all name the partition p_pid: the server's call for such a request. On
+-- Citus a distributed function delegated by p_pid (schema/citus/40_delegate.sql): it runs
+-- on the worker that holds the partition, in one round trip. Returns {results, wakeEpoch}
+-- as text: wakeEpoch as ack_messages_v3 gives it, or null where queen.wake_interest_epoch
+-- is not stored (a Citus worker: the coordinator's wake-interest table; the server then
+-- keeps the epoch it has).
+CREATE OR REPLACE FUNCTION queen.ack_partition_v1(p_pid uuid, p jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_epoch bigint;
+BEGIN
+    PERFORM set_config('queen.server_wakes', 'on', true);
+    IF to_regclass('queen.wake_interest_epoch') IS NOT NULL THEN
+        v_epoch := queen._wake_epoch();
+    END IF;
+    RETURN jsonb_build_object('results', queen.ack_messages_v2(p), 'wakeEpoch', v_epoch)::text;
 END;
 $$;

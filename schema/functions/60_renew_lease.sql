@@ -12,10 +12,41 @@ LANGUAGE plpgsql
 -- Generic plans: these statements are cheap to run but costly to re-plan on every call.
 SET plan_cache_mode = force_generic_plan
 AS $$
+BEGIN
+    RETURN queen._renew_lease(p, NULL);
+END;
+$$;
+
+-- The same for a lease the caller knows to be held on the partition p_pid only (the server
+-- remembers the partition of the leases its pops gave out): on Citus a distributed function
+-- delegated by p_pid (schema/citus/40_delegate.sql), run on the worker that holds the
+-- partition in one round trip. As text.
+CREATE OR REPLACE FUNCTION queen.renew_partition_v1(p_pid uuid, p jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+AS $$
+BEGIN
+    RETURN queen._renew_lease(p, p_pid)::text;
+END;
+$$;
+
+-- The renewal: each (partition, group) row holding the lease (on p_pid only when given),
+-- one statement per partition (on Citus each on the worker that holds the partition).
+CREATE OR REPLACE FUNCTION queen._renew_lease(p jsonb, p_pid uuid)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
 DECLARE
     v_now     timestamptz := now();
+    -- now() in UTC: the new expiry is computed with immutable operators only (Citus runs
+    -- the UPDATE on the workers and refuses a stable one that reads a column)
+    v_base    timestamp := now() AT TIME ZONE 'UTC';
     v_lease   uuid := queen._try_uuid(p ->> 'leaseId');
     v_seconds integer := queen._jint(p -> 'seconds', NULL);
+    v_pids    uuid[];
+    v_pid     uuid;
+    v_max     timestamptz;
+    v_n       integer;
     v_expires timestamptz;
     v_count   integer := 0;
     v_ts      text;
@@ -24,19 +55,30 @@ BEGIN
         v_seconds := NULL;
     END IF;
     IF v_lease IS NOT NULL THEN
-        WITH upd AS (
-            UPDATE queen.partition_consumers pc
-               SET lease_expires_at = greatest(
-                       pc.lease_expires_at,
-                       v_now + make_interval(secs => coalesce(v_seconds, nullif(q.lease_time, 0), 60)))
-              FROM queen.partitions pt
-              JOIN queen.queues q ON q.id = pt.queue_id
-             WHERE pc.lease_id = v_lease
-               AND pc.lease_expires_at > v_now
-               AND pt.id = pc.partition_id
-            RETURNING pc.lease_expires_at
-        )
-        SELECT max(lease_expires_at), count(*) INTO v_expires, v_count FROM upd;
+        v_pids := CASE WHEN p_pid IS NOT NULL THEN ARRAY[p_pid]
+                       ELSE ARRAY(SELECT DISTINCT pc.partition_id
+                                    FROM queen.partition_consumers pc
+                                   WHERE pc.lease_id = v_lease AND pc.lease_expires_at > v_now)
+                  END;
+        FOREACH v_pid IN ARRAY v_pids LOOP
+            WITH upd AS (
+                UPDATE queen.partition_consumers pc
+                   SET lease_expires_at = greatest(
+                           pc.lease_expires_at,
+                           (v_base + make_interval(secs => coalesce(v_seconds, nullif(q.lease_time, 0), 60)))
+                               AT TIME ZONE 'UTC')
+                  FROM queen.partitions pt
+                  JOIN queen.queues q ON q.id = pt.queue_id
+                 WHERE pc.partition_id = v_pid
+                   AND pc.lease_id = v_lease
+                   AND pc.lease_expires_at > v_now
+                   AND pt.id = pc.partition_id
+                RETURNING pc.lease_expires_at
+            )
+            SELECT max(lease_expires_at), count(*) INTO v_max, v_n FROM upd;
+            v_expires := greatest(v_expires, v_max);
+            v_count := v_count + v_n;
+        END LOOP;
     END IF;
     IF v_expires IS NULL THEN
         RETURN jsonb_build_object(

@@ -217,6 +217,9 @@ def test_an_encrypted_queue_stores_ciphertext_on_its_worker(
     stored = _stored_on_worker(citus_dsn, results[0]["partition_id"])
     assert [r[4] for r in stored] == [True, True]
     assert all("secret" not in str(r[2]) for r in stored)
+    # the second one was delegated to the holder, and took the fast path there
+    _, group, _ = _holder(citus_dsn, "queen.messages", results[0]["partition_id"])
+    assert int(results[1]["message_id"]) // WORKER_IDS == group
 
 
 def test_concurrent_pushes_through_the_batcher_are_all_stored_in_order(
@@ -353,3 +356,29 @@ def test_a_push_over_both_workers_commits_as_a_whole(
             f" DROP TRIGGER IF EXISTS cp_refuse ON {bad_shard};"
             " DROP FUNCTION IF EXISTS public.cp_refuse()",
         )
+
+
+def test_pushes_keep_the_cursor_rows_of_registered_groups_on_the_worker(
+    citus_dsn: str, http: httpx.Client
+) -> None:
+    """Migration 0019's commit-time trigger, on the shard's worker: a partition's first
+    message creates the cursor rows of the groups registered for its queue, and every push
+    moves their head to its newest message (the coordinator's push and the delegated one)."""
+    q = _name()
+    _configure(http, q)
+    _sql(
+        citus_dsn,
+        "INSERT INTO queen.queue_consumer_groups (queue_id, consumer_group)"
+        " SELECT id, 'g1' FROM queen.queues WHERE name = %s",
+        (q,),
+    )
+    results = [_push(http, [{"queue": q, "partition": "x", "payload": n}])[0] for n in range(3)]
+    pid = results[0]["partition_id"]
+    port, _, shard = _holder(citus_dsn, "queen.partition_consumers", pid)
+    rows = _sql(
+        _worker_dsn(citus_dsn, port),
+        f"SELECT consumer_group, head_id, available_at IS NOT NULL FROM {shard}"
+        " WHERE partition_id = %s",
+        (pid,),
+    )
+    assert rows == [("g1", int(results[-1]["message_id"]), True)]
