@@ -153,19 +153,24 @@ class PopAckRunner(OpRunner):
     def __init__(self, ctx: Context, side: Side, op: str, run: int) -> None:
         super().__init__(ctx, side, op, run)
         self.queue = ctx.queue("z", f"{side.name}-popack-r{run}")
+        self.count_queue = ctx.queue("z", f"{side.name}-popack-rt-r{run}")
         self.conns: list[Connection] = []
         self.pending: list[dict[str, Any]] = []  # popped by `one("pop100")`, acked next
 
     async def setup(self) -> None:
         assert self.side.target is not None
+        s = self.sizes
         with self.ctx.against(self.side.target):
+            await prefill_queue(self.ctx, self.queue, s.scale_prefill, s.scale_partitions)
+            # the round-trip window's own messages (the measured window may drain the queue)
             await prefill_queue(
-                self.ctx, self.queue, self.sizes.scale_prefill, self.sizes.scale_partitions
-            )
-            self.conns = await self.ctx.connect(self.sizes.scale_consumers)
+                self.ctx, self.count_queue, s.scale_count_requests * s.pop_batch,
+                s.scale_partitions,
+            )  # fmt: skip
+            self.conns = await self.ctx.connect(s.scale_consumers)
 
-    async def _pop(self, conn: Connection) -> list[dict[str, Any]]:
-        path = self.ctx.pop_path(self.queue, batch=self.sizes.pop_batch, wait="false")
+    async def _pop(self, conn: Connection, queue: str | None = None) -> list[dict[str, Any]]:
+        path = self.ctx.pop_path(queue or self.queue, batch=self.sizes.pop_batch, wait="false")
         response = await conn.request_raw(conn.render("GET", path))
         if response.status == 204:
             return []
@@ -189,7 +194,7 @@ class PopAckRunner(OpRunner):
 
     async def one(self, kind: str, i: int) -> None:
         if kind == "pop100":
-            self.pending = await self._pop(self.conns[0])
+            self.pending = await self._pop(self.conns[0], self.count_queue)
             if not self.pending:
                 raise BenchError(f"{self.side.name}: the queue ran dry in the round-trip window")
         else:
