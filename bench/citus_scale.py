@@ -12,10 +12,11 @@ run, so that drift of the machine favours neither):
   window of requests sent one at a time (logging costs CPU: not in the CPU window).
 
 Operations: push of 1 message per request, push of 1000 per request, pop (batch 100) + its
-ack; and three SQL probes without the server, the floor of any design: a one-row INSERT
-that names its distribution key (a router query), a call of a function delegated by its
-distribution argument (`create_distributed_function`) that stores one row, and one that
-stores 1000 rows from a jsonb argument the size of a batched push's items.
+ack, of the queue and of a named partition; and three SQL probes without the server, the
+floor of any design: a one-row INSERT that names its distribution key (a router query), a
+call of a function delegated by its distribution argument (`create_distributed_function`)
+that stores one row, and one that stores 1000 rows from a jsonb argument the size of a
+batched push's items.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ from bench.consume import ack_messages
 from bench.httpclient import Connection, HttpError, close_all
 from bench.options import SCALE_OPS, Sizes
 
-HTTP_OPS = ("push1", "push1000", "popack100")
+HTTP_OPS = ("push1", "push1000", "popack100", "popack100p")
 OPS = SCALE_OPS  # HTTP_OPS, then the SQL probes
 LABELS = {
     "push1": "push 1 msg/request",
     "push1000": "push 1000 msg/request",
     "popack100": "pop batch 100 + ack",
+    "popack100p": "pop batch 100 of a named partition + ack",
     "sql_insert": "SQL one-row INSERT by key",
     "sql_call": "SQL delegated function call",
     "sql_call1000": "SQL delegated call storing 1000 rows",
@@ -52,11 +54,17 @@ REQUEST_KINDS = {
     "push1": ("push1",),
     "push1000": ("push1000",),
     "popack100": ("pop100", "ack100"),
+    "popack100p": ("pop100p", "ack100p"),
     "sql_insert": ("sql_insert",),
     "sql_call": ("sql_call",),
     "sql_call1000": ("sql_call1000",),
 }
-KIND_LABELS = {"pop100": "pop batch 100", "ack100": "ack of a batch of 100"} | LABELS
+KIND_LABELS = {
+    "pop100": "pop batch 100",
+    "ack100": "ack of a batch of 100",
+    "pop100p": "pop batch 100 of a named partition",
+    "ack100p": "ack of a named partition's batch of 100",
+} | LABELS
 PAIR_KEY = "citus-pair"
 
 
@@ -150,12 +158,18 @@ class PushRunner(OpRunner):
 
 
 class PopAckRunner(OpRunner):
+    """Pop (batch 100, `wait=false`) and ack each batch. `popack100`: pops of the queue (any
+    partition: the server finds a ready one); `popack100p`: pops that name the partition
+    (consumer i takes partitions i, i + consumers, ...), which the server can send to the
+    partition's node alone."""
+
     def __init__(self, ctx: Context, side: Side, op: str, run: int) -> None:
         super().__init__(ctx, side, op, run)
-        self.queue = ctx.queue("z", f"{side.name}-popack-r{run}")
-        self.count_queue = ctx.queue("z", f"{side.name}-popack-rt-r{run}")
+        self.named = op == "popack100p"
+        self.queue = ctx.queue("z", f"{side.name}-{op}-r{run}")
+        self.count_queue = ctx.queue("z", f"{side.name}-{op}-rt-r{run}")
         self.conns: list[Connection] = []
-        self.pending: list[dict[str, Any]] = []  # popped by `one("pop100")`, acked next
+        self.pending: list[dict[str, Any]] = []  # popped by `one(<pop>)`, acked next
 
     async def setup(self) -> None:
         assert self.side.target is not None
@@ -169,8 +183,12 @@ class PopAckRunner(OpRunner):
             )  # fmt: skip
             self.conns = await self.ctx.connect(s.scale_consumers)
 
-    async def _pop(self, conn: Connection, queue: str | None = None) -> list[dict[str, Any]]:
-        path = self.ctx.pop_path(queue or self.queue, batch=self.sizes.pop_batch, wait="false")
+    async def _pop(
+        self, conn: Connection, queue: str, partition: str | None = None
+    ) -> list[dict[str, Any]]:
+        path = self.ctx.pop_path(queue, batch=self.sizes.pop_batch, wait="false")
+        if partition is not None:
+            path = path.replace("?", f"/partition/{partition}?", 1)
         response = await conn.request_raw(conn.render("GET", path))
         if response.status == 204:
             return []
@@ -178,23 +196,32 @@ class PopAckRunner(OpRunner):
 
     async def drive(self, seconds: float) -> int:
         end = now() + seconds
+        parts = self.sizes.scale_partitions
 
-        async def consumer(conn: Connection) -> int:
-            n = 0
+        async def consumer(index: int, conn: Connection) -> int:
+            own = [f"p{p}" for p in range(index, parts, len(self.conns))] if self.named else []
+            n, empty = 0, 0
             while now() < end:
+                partition = own[n % len(own)] if own else None
                 popped_at = now()
-                messages = await self._pop(conn)
+                messages = await self._pop(conn, self.queue, partition)
                 if not messages:
-                    break  # drained: the window ends with the last consumer
+                    empty += 1
+                    if empty >= max(1, len(own)):
+                        break  # drained: the window ends with the last consumer
+                    n += 1  # the next partition
+                    continue
+                empty = 0
                 await ack_messages(conn, messages, None, popped_at)
                 n += 1
-            return n
+            return n - empty
 
-        return sum(await asyncio.gather(*(consumer(c) for c in self.conns)))
+        return sum(await asyncio.gather(*(consumer(i, c) for i, c in enumerate(self.conns))))
 
     async def one(self, kind: str, i: int) -> None:
-        if kind == "pop100":
-            self.pending = await self._pop(self.conns[0], self.count_queue)
+        if kind.startswith("pop"):
+            partition = f"p{i % self.sizes.scale_partitions}" if self.named else None
+            self.pending = await self._pop(self.conns[0], self.count_queue, partition)
             if not self.pending:
                 raise BenchError(f"{self.side.name}: the queue ran dry in the round-trip window")
         else:
@@ -293,6 +320,7 @@ RUNNERS: dict[str, Callable[[Context, Side, str, int], OpRunner]] = {
     "push1": PushRunner,
     "push1000": PushRunner,
     "popack100": PopAckRunner,
+    "popack100p": PopAckRunner,
     "sql_insert": SqlRunner,
     "sql_call": SqlRunner,
     "sql_call1000": SqlRunner,

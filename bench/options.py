@@ -16,8 +16,11 @@ SCENARIOS = (
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
-# (z)'s operations: pushes of 1 and 1000 messages, pop of 100 + ack, three SQL probes
-SCALE_OPS = ("push1", "push1000", "popack100", "sql_insert", "sql_call", "sql_call1000")
+# (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
+# named partition), three SQL probes
+SCALE_OPS = (
+    "push1", "push1000", "popack100", "popack100p", "sql_insert", "sql_call", "sql_call1000",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -368,8 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scale-ops",
         type=_scale_ops,
-        help="(z): only these operations, comma list of push1,push1000,popack100,sql_insert,"
-        "sql_call,sql_call1000 (default: all)",
+        help="(z): only these operations, comma list of push1,push1000,popack100,popack100p,"
+        "sql_insert,sql_call,sql_call1000 (default: all)",
     )
     p.add_argument(
         "--scale-prefill",
