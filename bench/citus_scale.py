@@ -176,12 +176,18 @@ class PopAckRunner(OpRunner):
         s = self.sizes
         with self.ctx.against(self.side.target):
             await prefill_queue(self.ctx, self.queue, s.scale_prefill, s.scale_partitions)
-            # the round-trip window's own messages (the measured window may drain the queue)
+            # the round-trip window's own messages (the measured window may drain the queue),
+            # and for named partitions one more batch each: a first pop teaches the server
+            # the partition's id (before that it cannot send the pop to the partition's node)
+            extra = s.scale_partitions if self.named else 0
             await prefill_queue(
-                self.ctx, self.count_queue, s.scale_count_requests * s.pop_batch,
+                self.ctx, self.count_queue, (s.scale_count_requests + extra) * s.pop_batch,
                 s.scale_partitions,
             )  # fmt: skip
             self.conns = await self.ctx.connect(s.scale_consumers)
+            for p in range(extra):  # on the connection (server process) that counts
+                messages = await self._pop(self.conns[0], self.count_queue, f"p{p}")
+                await ack_messages(self.conns[0], messages, None, now())
 
     async def _pop(
         self, conn: Connection, queue: str, partition: str | None = None
