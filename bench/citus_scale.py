@@ -111,6 +111,9 @@ class OpRunner:
         """One request of `kind` (REQUEST_KINDS), sent alone."""
         raise NotImplementedError
 
+    async def warm(self, seconds: float) -> None:
+        await self.drive(seconds)
+
     async def close(self) -> None:
         return None
 
@@ -200,29 +203,35 @@ class PopAckRunner(OpRunner):
             return []
         return [m for m in expect(response, 200, "pop").json().get("messages") or [] if m]
 
-    async def drive(self, seconds: float) -> int:
+    async def drive(self, seconds: float, limit: int | None = None) -> int:
+        """Pop + ack until `seconds` have passed, the queue is drained or (`limit`) each
+        consumer did that many; the pairs done."""
         end = now() + seconds
         parts = self.sizes.scale_partitions
 
         async def consumer(index: int, conn: Connection) -> int:
             own = [f"p{p}" for p in range(index, parts, len(self.conns))] if self.named else []
-            n, empty = 0, 0
-            while now() < end:
-                partition = own[n % len(own)] if own else None
+            done, turn, empty = 0, 0, 0
+            while now() < end and (limit is None or done < limit):
+                partition = own[turn % len(own)] if own else None
+                turn += 1
                 popped_at = now()
                 messages = await self._pop(conn, self.queue, partition)
                 if not messages:
                     empty += 1
                     if empty >= max(1, len(own)):
                         break  # drained: the window ends with the last consumer
-                    n += 1  # the next partition
                     continue
                 empty = 0
                 await ack_messages(conn, messages, None, popped_at)
-                n += 1
-            return n - empty
+                done += 1
+            return done
 
         return sum(await asyncio.gather(*(consumer(i, c) for i, c in enumerate(self.conns))))
+
+    async def warm(self, seconds: float) -> None:
+        # a few pairs per consumer, not a time: the warm-up must not drain the queue
+        await self.drive(seconds, limit=2)
 
     async def one(self, kind: str, i: int) -> None:
         if kind.startswith("pop"):
@@ -343,7 +352,7 @@ async def measure_side(
     out: dict[str, Any] = {}
     try:
         await runner.setup()
-        await runner.drive(ctx.sizes.warmup_s)
+        await runner.warm(ctx.sizes.warmup_s)
         roots: dict[str, int | None] = dict(side.nodes)
         roots["server"] = side.target.server_pid if side.target else None
         window = procstat.CpuWindow(roots).start()

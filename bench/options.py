@@ -120,7 +120,7 @@ class Sizes:
     scale_single_connections: int = 8  # (z): connections of the 1-message push
     scale_batch_clients: int = 2  # (z): connections of the 1000-message push
     scale_consumers: int = 4  # (z): pop + ack consumers
-    scale_prefill: int = 100_000  # (z): messages in the pop + ack queue (it may drain early)
+    scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
 
@@ -164,7 +164,7 @@ QUICK = Sizes(
     mixed_long_rate=300.0,
     mixed_long_s=30.0,
     mixed_long_edge_s=10.0,
-    scale_prefill=20_000,
+    scale_prefill=5_000,
     scale_count_requests=5,
 )
 
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scale-prefill",
         type=_positive_int,
-        help="(z): messages in the pop + ack queue of each side (100,000, quick 20,000)",
+        help="(z): messages in the pop + ack queue of each side (20,000, quick 5,000)",
     )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
