@@ -6,6 +6,13 @@ calls. A function Citus delegates to the node that holds its distribution argume
 statement of its own (not inside a transaction block or a multi-statement query string):
 so on Citus such a call travels alone, and what plain PostgreSQL gets in the same statement
 (e.g. the wake-interest epoch) comes from a statement after it.
+
+Found with Citus 13.2.2: after Citus's planner refused some statements inside a function
+(SQLSTATE 0A000; e.g. "could not run distributed query with FOR UPDATE/SHARE commands" for a
+claim over several shards in a sub-block, tests/citus/test_citus_push.py), that session no
+longer delegates any function call (`DISCARD ALL` does not help). The pool therefore
+closes a connection after such an error (`Database.connection`), so one refused statement
+cannot turn every later push of that connection into coordinator work.
 """
 
 from __future__ import annotations

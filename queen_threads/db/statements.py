@@ -34,6 +34,7 @@ from queen_threads.db.connect import (
 from queen_threads.db.pool import Pool
 
 Fetch = Literal["rowcount", "row", "rows"]
+FEATURE_NOT_SUPPORTED = "0A000"
 
 
 def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch, prefix: str = "") -> Any:
@@ -140,12 +141,16 @@ class Database(Statements):
     @contextmanager
     def connection(self) -> Iterator[Connection]:
         conn = self.pool.acquire()
-        broken = False
+        broken = discard = False
         try:
             yield conn
             self.pool.reachable = True
         except psycopg2.Error as exc:
             broken = is_connection_error(exc) or conn.closed != 0
+            # A statement a Citus coordinator refused to plan inside a function leaves its
+            # session unable to delegate function calls (queen_threads/db/citus.py): that
+            # session is not reused. (On PostgreSQL this code is rare: a new connection.)
+            discard = exc.pgcode == FEATURE_NOT_SUPPORTED
             error = translate(exc)
             if conn.closed:  # the link itself is gone, not just this statement
                 self.pool.note_unreachable(str(error))
@@ -155,7 +160,7 @@ class Database(Statements):
                 self.pool.flush_idle()
             raise error from exc
         finally:
-            self.pool.release(conn, broken=broken)
+            self.pool.release(conn, broken=broken or discard)
 
     @contextmanager
     def transaction(self) -> Iterator[NamedCursor]:

@@ -1,5 +1,7 @@
 -- CITUS ONLY: the push path's placement (issue 33; docs/scaling.md "Citus"). Runs after
 -- 10_distribute.sql on every migrate; idempotent.
+
+SET LOCAL citus.enable_unsafe_triggers = on;
 --
 -- queen.partition_counters (migration 0020: a partition's next offset, last write and the
 -- lock that orders its pushes) is distributed with the partition's messages, so the write
@@ -35,3 +37,23 @@ $citus$;
 -- every node (Citus propagates the schema's functions).
 SELECT create_distributed_function('queen.push_partition_v1(uuid,jsonb)', '$1',
                                    colocate_with := 'queen.messages');
+
+-- The newest message per partition is kept by the statement trigger of PostgreSQL (its
+-- function reads the transition table on its own first, migration 0020), not by the row
+-- trigger 10_distribute.sql put in its place: one upsert per partition and statement on the
+-- shard instead of one per message.
+DO $citus$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'queen.messages'::regclass
+                                          AND tgname = 'messages_partition_lookup_row') THEN
+        DROP TRIGGER messages_partition_lookup_row ON queen.messages;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = 'queen.messages'::regclass
+                                              AND tgname = 'messages_partition_lookup') THEN
+        CREATE TRIGGER messages_partition_lookup
+            AFTER INSERT ON queen.messages
+            REFERENCING NEW TABLE AS new_rows
+            FOR EACH STATEMENT EXECUTE FUNCTION queen.trg_messages_partition_lookup();
+    END IF;
+END;
+$citus$;

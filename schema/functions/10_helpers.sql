@@ -75,25 +75,33 @@ $$;
 
 -- Number of messages of a queue not yet consumed by the __QUEUE_MODE__ cursor
 -- (the depth that max_queue_size limits).
--- (A join rather than a LATERAL count per partition, and plpgsql: Citus plans neither an
--- aggregate over a LATERAL subquery correlated to a reference table nor an SQL function's
--- parameters. On PostgreSQL the plan is the same walk: per partition its cursor, then the
--- messages after it by the partition's order index.)
+-- Per partition: its cursor, then the messages after it by the partition's order index (a
+-- range, not the partition's whole history). One partition per statement: Citus plans
+-- neither an aggregate over a LATERAL subquery correlated to a reference table nor an SQL
+-- function's parameters, and a join of the three lets PostgreSQL count every message of
+-- the queue before filtering (a capped queue with a long consumed history).
 CREATE OR REPLACE FUNCTION queen._queue_depth(p_queue_id uuid) RETURNS bigint
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_n bigint;
+    v_total bigint := 0;
+    v_n     bigint;
+    v_pid   uuid;
+    v_at    timestamptz;
+    v_id    bigint;
 BEGIN
-    SELECT count(*) INTO v_n
-      FROM queen.partitions p
-      LEFT JOIN queen.partition_consumers pc
-             ON pc.partition_id = p.id AND pc.consumer_group = '__QUEUE_MODE__'
-      JOIN queen.messages m
-        ON m.partition_id = p.id
-       AND (m.created_at, m.id) > (coalesce(pc.last_consumed_created_at, '-infinity'),
-                                   coalesce(pc.last_consumed_id, 0))
-     WHERE p.queue_id = p_queue_id;
-    RETURN v_n;
+    FOR v_pid IN SELECT p.id FROM queen.partitions p WHERE p.queue_id = p_queue_id LOOP
+        v_at := NULL;
+        v_id := NULL;
+        SELECT pc.last_consumed_created_at, pc.last_consumed_id INTO v_at, v_id
+          FROM queen.partition_consumers pc
+         WHERE pc.partition_id = v_pid AND pc.consumer_group = '__QUEUE_MODE__';
+        SELECT count(*) INTO v_n
+          FROM queen.messages m
+         WHERE m.partition_id = v_pid
+           AND (m.created_at, m.id) > (coalesce(v_at, '-infinity'), coalesce(v_id, 0));
+        v_total := v_total + v_n;
+    END LOOP;
+    RETURN v_total;
 END;
 $$;
 

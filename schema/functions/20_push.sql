@@ -107,6 +107,7 @@ DECLARE
     v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
     v_out   jsonb;
     v_next  bigint;
+    v_next_by_id jsonb;
 BEGIN
     IF p_partition IS NOT NULL THEN
         IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
@@ -175,24 +176,28 @@ BEGIN
             FOR NO KEY UPDATE;
     END IF;
 
-    WITH tgt AS MATERIALIZED (
-        SELECT pr, p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1 AS span
-          FROM jsonb_array_elements(v_pairs) pr
-          LEFT JOIN queen.queues q ON q.name = pr ->> 0
-          LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
-    ),
-    res AS (
+    --    (The INSERT reads the pairs and the definitions, not a CTE: on Citus a CTE's rows
+    --    that a write reads are sent to every node, the INSERT's own rows only to theirs.)
+    WITH res AS (
         INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
-        SELECT tgt.id, tgt.span, v_now FROM tgt WHERE tgt.id IS NOT NULL ORDER BY tgt.id
+        SELECT p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1, v_now
+          FROM jsonb_array_elements(v_pairs) pr
+          JOIN queen.queues q ON q.name = pr ->> 0
+          JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
+         ORDER BY p.id
         ON CONFLICT (partition_id) DO UPDATE
            SET next_offset = pc.next_offset + EXCLUDED.next_offset,
                last_activity = EXCLUDED.last_activity
         RETURNING pc.partition_id, pc.next_offset
     )
-    SELECT jsonb_agg(tgt.pr || jsonb_build_array(tgt.id, res.next_offset)
-                     ORDER BY tgt.pr ->> 0, tgt.pr ->> 1)
+    SELECT jsonb_object_agg(res.partition_id, res.next_offset) INTO v_next_by_id FROM res;
+
+    SELECT jsonb_agg(pr || jsonb_build_array(p.id, v_next_by_id -> (p.id::text))
+                     ORDER BY pr ->> 0, pr ->> 1)
       INTO v_out
-      FROM tgt LEFT JOIN res ON res.partition_id = tgt.id;
+      FROM jsonb_array_elements(v_pairs) pr
+      LEFT JOIN queen.queues q ON q.name = pr ->> 0
+      LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1;
     RETURN v_out;
 END;
 $$;
@@ -536,7 +541,10 @@ BEGIN
                     RAISE;  -- cannot happen: the probe excluded every stored message
                 END IF;
                 v_probe := true;
-            WHEN deadlock_detected THEN
+            WHEN deadlock_detected OR foreign_key_violation THEN
+                -- (foreign_key_violation: the partition was deleted, by retention's cleanup
+                -- of idle empty partitions, between its lookup and its counters row; the
+                -- next attempt creates it again)
                 v_deadlocks := v_deadlocks + 1;
                 IF v_deadlocks = 3 THEN
                     RAISE;

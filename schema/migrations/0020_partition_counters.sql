@@ -51,3 +51,35 @@ BEGIN
     RETURN NEW;
 END;
 $$;
+
+-- The newest message of each partition a statement stored (queen.partition_lookup), per
+-- statement as in 0002, in two steps: first what the statement stored (its transition
+-- table alone), then the upsert from that. The same function serves both placements: on
+-- Citus the trigger fires on the shard, where a statement that reads the transition table
+-- together with a distributed table cannot be planned ("unrecognized RTE kind: 7"), and a
+-- trigger per row (what schema/citus used instead) made a 1000-message push of one
+-- partition 1000 upserts and 1000 commit-time head updates (seconds instead of
+-- milliseconds); schema/citus/30_push.sql puts this statement trigger back there.
+CREATE OR REPLACE FUNCTION queen.trg_messages_partition_lookup() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_newest jsonb;
+BEGIN
+    SELECT jsonb_agg(jsonb_build_array(x.partition_id, x.id, x.created_at)) INTO v_newest
+      FROM (SELECT DISTINCT ON (n.partition_id) n.partition_id, n.id, n.created_at
+              FROM new_rows n
+             ORDER BY n.partition_id, n.created_at DESC, n.id DESC) x;
+    INSERT INTO queen.partition_lookup AS pl
+           (partition_id, queue_id, last_message_id, last_message_created_at, updated_at)
+    SELECT p.id, p.queue_id, (e ->> 1)::bigint, (e ->> 2)::timestamptz, now()
+      FROM jsonb_array_elements(v_newest) e
+      JOIN queen.partitions p ON p.id = (e ->> 0)::uuid
+    ON CONFLICT (partition_id) DO UPDATE
+       SET last_message_id = EXCLUDED.last_message_id,
+           last_message_created_at = EXCLUDED.last_message_created_at,
+           updated_at = EXCLUDED.updated_at
+     WHERE (pl.last_message_created_at, pl.last_message_id)
+         < (EXCLUDED.last_message_created_at, EXCLUDED.last_message_id);
+    RETURN NULL;
+END;
+$$;

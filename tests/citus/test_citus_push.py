@@ -382,3 +382,70 @@ def test_pushes_keep_the_cursor_rows_of_registered_groups_on_the_worker(
         (pid,),
     )
     assert rows == [("g1", int(results[-1]["message_id"]), True)]
+
+
+def test_a_session_citus_refused_a_statement_in_is_not_reused(
+    citus_dsn: str, http: httpx.Client
+) -> None:
+    """Citus 13.2.2 can stop delegating function calls in a session after its planner
+    refused a statement inside a function (0A000; the shape below, that of a claim by
+    `FOR UPDATE SKIP LOCKED` over several shards): the pool closes such a connection, so
+    the next push of a known partition is still delegated (its id from the holder's range)."""
+    from queen_threads.db import Database, PoolConfig
+
+    q = _name()
+    pid = _push(http, [{"queue": q, "payload": 0}])[0]["partition_id"]
+    _, group, _ = _holder(citus_dsn, "queen.messages", pid)
+    _sql(
+        citus_dsn,
+        "CREATE FUNCTION public.cp_claim_all() RETURNS void LANGUAGE plpgsql AS $$"
+        " DECLARE v bigint; r queen.timers[]; BEGIN v := queen._wake_epoch();"
+        " BEGIN SELECT coalesce(array_agg(s.t), '{}') INTO r"
+        " FROM (SELECT t FROM queen.timers t LIMIT 5 FOR UPDATE SKIP LOCKED) s;"
+        " EXCEPTION WHEN lock_not_available THEN NULL; END; END $$",
+    )
+    db = Database(PoolConfig(citus_dsn, max_size=1, acquire_timeout_s=5))
+    try:
+        with (
+            pytest.raises(Exception, match="FOR UPDATE"),
+            db.connection() as conn,
+            conn.cursor() as cur,
+        ):
+            cur.execute("SELECT public.cp_claim_all()")
+        items = json.dumps([{"queue": q, "payload": 1}])
+        text = db.value("push_partition_delegated", (pid, items))
+        assert int(json.loads(text)[0][1]) // WORKER_IDS == group
+    finally:
+        db.close()
+        _sql(citus_dsn, "DROP FUNCTION public.cp_claim_all()")
+
+
+def test_a_push_through_the_coordinator_reaches_only_the_workers_of_its_partitions(
+    citus_cluster: CitusCluster, citus_dsn: str, http: httpx.Client
+) -> None:
+    """The general entry point (push_messages: a first push, several partitions): every
+    command the coordinator sends goes to a worker that holds one of the partitions."""
+    from queen_threads.db import queries
+
+    q = _name()
+    seeded = _push(http, [{"queue": q, "partition": f"p{n}", "payload": 0} for n in range(16)])
+    holders = {r["partition_id"]: _holder(citus_dsn, "queen.messages", r["partition_id"])[0]
+               for r in seeded}  # fmt: skip
+    one = next(iter(holders))
+    name = {r["partition_id"]: f"p{n}" for n, r in enumerate(seeded)}
+    conn = psycopg2.connect(citus_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute("SET citus.log_remote_commands = on")
+    cur.execute("SET client_min_messages = log")
+    try:
+        del conn.notices[:]
+        items = [{"queue": q, "partition": name[one], "payload": 1}]
+        cur.execute(queries.get("push_messages"), (json.dumps(items),))
+        assert {port for port, _ in _remote_commands(conn.notices)} == {holders[one]}
+        del conn.notices[:]
+        items = [{"queue": q, "partition": name[p], "payload": 2} for p in holders]
+        cur.execute(queries.get("push_messages"), (json.dumps(items),))
+        assert {port for port, _ in _remote_commands(conn.notices)} == set(holders.values())
+    finally:
+        conn.close()
