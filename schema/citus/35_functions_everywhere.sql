@@ -1,13 +1,11 @@
--- CITUS ONLY. Every function of the queen schema on every node. Citus creates a function on
--- the workers when it is created after the tables it depends on (its argument and result
--- types: a table's row type) were placed; on a fresh database the function files run
--- before 10_distribute.sql, so those functions stayed on the coordinator. A delegated call
--- (40_delegate.sql, 30_push.sql) and a trigger on a shard run on a worker and reach them
--- there. Marking them distributed (without a distribution argument) creates them on every
--- node, and Citus keeps them in step when a later migrate replaces them. A function that
--- cannot be (it depends on a coordinator table) stays where it is. On every migrate.
--- plpgsql functions only: SQL ones that the workers need are created there anyway (a
--- worker validates a SQL function's body, so those are made after their tables).
+-- CITUS ONLY. The functions the delegated one-partition calls of 40_delegate.sql reach, on
+-- every node. Citus creates a function on the workers when it is created after the tables
+-- its argument and result types depend on were placed; on a fresh database the function
+-- files run before 10_distribute.sql, so some stayed on the coordinator, and a delegated
+-- call that reached one failed on the worker. Marking them distributed (without a
+-- distribution argument) creates them on every node, and Citus keeps them in step when a
+-- later migrate replaces them. Only these (the fewest objects Citus has to keep in step).
+-- On every migrate; those already placed are left alone.
 DO $citus$
 DECLARE
     f regprocedure;
@@ -15,19 +13,26 @@ BEGIN
     FOR f IN
         SELECT p.oid::regprocedure FROM pg_proc p
          WHERE p.pronamespace = 'queen'::regnamespace
-           AND p.prokind IN ('f', 'p')
-           -- (plpgsql: a worker checks nothing of the body; a SQL function's body is
-           -- checked where it is created, and those that read a coordinator table fail)
-           AND p.prolang = (SELECT l.oid FROM pg_language l WHERE l.lanname = 'plpgsql')
+           AND p.proname = ANY (ARRAY[
+               -- pop_partition_v1
+               '_pop_one', '_pop_scope', '_conflation', '_cursor_row', '_cursor_rows',
+               '_registration_lock', '_ensure_subscription', '_subscription_start',
+               '_pop_autopilot', '_autopilot', '_pop_ready_count', '_pop_active_leases',
+               '_pop_take', '_pop_due', '_jint', '_jbool', '_try_uuid', '_try_timestamptz',
+               '_iso_us', '_iso_ms',
+               -- ack_partition_v1
+               'ack_messages_v2', '_ack_items', '_ack_rows', '_ack_messages_of',
+               '_ack_implicit', '_ack_nack', '_ack_dead_letter', '_ack_schedule_retry',
+               '_ack_batch_done', '_ack_flush', '_ack_committed', '_pc_after_nack',
+               '_pc_apply_prefix', '_pc_store', '_wake', '_failed_attempt', '_trace_failure',
+               'retry_delay_ms',
+               -- renew_partition_v1
+               '_renew_lease'])
            AND NOT EXISTS (SELECT 1 FROM pg_dist_object d
                             WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid)
          ORDER BY p.oid
     LOOP
-        BEGIN
-            PERFORM create_distributed_function(f);
-        EXCEPTION WHEN others THEN
-            RAISE NOTICE 'queen: % stays on the coordinator: %', f, SQLERRM;
-        END;
+        PERFORM create_distributed_function(f);
     END LOOP;
 END;
 $citus$;

@@ -4,11 +4,21 @@
 -- call delegation; the worker runs every statement of the function against its local
 -- shards). The server calls them when an operation concerns one partition
 -- (queen_threads/queue/store.py): a pop of one partition, an ack whose items name one
--- partition, the renewal of a lease held on one partition. Idempotent (create_distributed_
--- function replaces the registration).
-SELECT create_distributed_function('queen.pop_partition_v1(uuid,jsonb)', 'p_pid',
-                                   colocate_with := 'queen.messages');
-SELECT create_distributed_function('queen.ack_partition_v1(uuid,jsonb)', 'p_pid',
-                                   colocate_with := 'queen.messages');
-SELECT create_distributed_function('queen.renew_partition_v1(uuid,jsonb)', 'p_pid',
-                                   colocate_with := 'queen.messages');
+-- partition, the renewal of a lease held on one partition. Registered once: registering
+-- again would have Citus sync its metadata to the workers again, and until that is done
+-- it delegates nothing.
+DO $citus$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOREACH f IN ARRAY ARRAY['queen.pop_partition_v1(uuid,jsonb)',
+                             'queen.ack_partition_v1(uuid,jsonb)',
+                             'queen.renew_partition_v1(uuid,jsonb)']::regprocedure[] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_dist_object d
+                        WHERE d.classid = 'pg_proc'::regclass AND d.objid = f
+                          AND d.distribution_argument_index IS NOT NULL) THEN
+            PERFORM create_distributed_function(f, 'p_pid', colocate_with := 'queen.messages');
+        END IF;
+    END LOOP;
+END;
+$citus$;

@@ -42,44 +42,60 @@ $$;
 CREATE OR REPLACE FUNCTION queen._cursor_rows(p_pids uuid[], p_group text)
 RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    k        record;
+    v_keys   text[] := '{}';  -- group || ' ' || queue id
+    v_starts timestamptz[] := '{}';
 BEGIN
-    WITH r AS MATERIALIZED (
-        SELECT pl.partition_id AS pid, coalesce(p_group, c.consumer_group) AS grp,
-               pl.queue_id AS qid, pl.last_message_created_at AS hts,
-               pl.last_message_id AS hid,
-               q.name AS qname, p.name AS pname, q.namespace AS ns, q.task AS tk
+    -- The subscription's start once per (group, queue), computed here and handed to the
+    -- INSERT as values: on Citus a statement keyed by one partition runs on its shard,
+    -- where a function that reads another table may not run (and a join to the values
+    -- would make Citus run the INSERT through the coordinator, also from a shard's trigger).
+    FOR k IN
+        SELECT DISTINCT coalesce(p_group, c.consumer_group) AS grp, pl.queue_id AS qid,
+               q.name AS qname, q.namespace AS ns, q.task AS tk
           FROM queen.partition_lookup pl
-          JOIN queen.partitions p ON p.id = pl.partition_id
           JOIN queen.queues q ON q.id = pl.queue_id
           LEFT JOIN queen.queue_consumer_groups c
                  ON p_group IS NULL AND c.queue_id = pl.queue_id
          WHERE pl.partition_id = ANY (p_pids)
            AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)
-    ),
-    -- The subscription's start once per (group, queue); a partition's own metadata row,
-    -- where there is one, wins (the order of queen._subscription_start).
-    qs AS (
-        SELECT k.grp, k.qid,
-               CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
-                    ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk) END AS start_ts
-          FROM (SELECT DISTINCT r.grp, r.qid, r.qname, r.ns, r.tk FROM r) k
-    )
+    LOOP
+        v_keys := v_keys || (k.grp || ' ' || k.qid::text);
+        v_starts := v_starts || CASE WHEN k.grp = '__QUEUE_MODE__' THEN NULL
+                                     ELSE queen._subscription_start(k.grp, k.qname, '', k.ns, k.tk)
+                                END;
+    END LOOP;
+    IF cardinality(v_keys) = 0 THEN
+        RETURN;
+    END IF;
     INSERT INTO queen.partition_consumers AS pc
            (partition_id, consumer_group, queue_id, head_created_at, head_id,
             last_consumed_created_at, last_consumed_id, not_before)
     SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
            CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
            x.hts  -- in the ready set since its newest message: the oldest first
-      FROM (SELECT r.pid, r.grp, r.qid, r.hts, r.hid,
-                   CASE WHEN r.grp = '__QUEUE_MODE__' THEN NULL
+      FROM (SELECT pl.partition_id AS pid, coalesce(p_group, c.consumer_group) AS grp,
+                   pl.queue_id AS qid,
+                   pl.last_message_created_at AS hts, pl.last_message_id AS hid,
+                   -- a partition's own metadata row, where there is one, wins (the order
+                   -- of queen._subscription_start)
+                   CASE WHEN coalesce(p_group, c.consumer_group) = '__QUEUE_MODE__' THEN NULL
                         WHEN m.id IS NOT NULL THEN m.subscription_timestamp
-                        ELSE qs.start_ts END AS start_ts
-              FROM r
-              JOIN qs ON qs.grp = r.grp AND qs.qid = r.qid
+                        ELSE v_starts[array_position(v_keys, coalesce(p_group, c.consumer_group)
+                                                             || ' ' || pl.queue_id::text)]
+                   END AS start_ts
+              FROM queen.partition_lookup pl
+              JOIN queen.partitions p ON p.id = pl.partition_id
+              JOIN queen.queues q ON q.id = pl.queue_id
+              LEFT JOIN queen.queue_consumer_groups c
+                     ON p_group IS NULL AND c.queue_id = pl.queue_id
               LEFT JOIN queen.consumer_groups_metadata m
-                     ON m.consumer_group = r.grp AND m.queue_name = r.qname
-                    AND m.partition_name = r.pname AND m.namespace = '' AND m.task = ''
-                    AND r.pname <> '') x
+                     ON m.consumer_group = coalesce(p_group, c.consumer_group)
+                    AND m.queue_name = q.name AND m.partition_name = p.name
+                    AND m.namespace = '' AND m.task = '' AND p.name <> ''
+             WHERE pl.partition_id = ANY (p_pids)
+               AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)) x
      ORDER BY x.pid, x.grp
     ON CONFLICT (partition_id, consumer_group) DO UPDATE
        SET queue_id = EXCLUDED.queue_id,

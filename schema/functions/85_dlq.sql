@@ -101,7 +101,8 @@ BEGIN
 
     WITH gone AS (
         DELETE FROM queen.dead_letter_queue d
-         WHERE d.message_id = v_msg.id AND (v_group IS NULL OR d.consumer_group = v_group)
+         WHERE d.partition_id = v_pid AND d.message_id = v_msg.id
+           AND (v_group IS NULL OR d.consumer_group = v_group)
         RETURNING d.consumer_group
     )
     SELECT array_agg(consumer_group ORDER BY consumer_group) INTO v_groups FROM gone;
@@ -149,11 +150,14 @@ RETURNS TABLE (
     failed_at      timestamptz,
     created_at     timestamptz
 )
-LANGUAGE sql STABLE AS $$
+-- (plpgsql: Citus plans no SQL function's parameterized statement over distributed tables)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT d.id, d.message_id, d.partition_id, d.consumer_group, d.error_message, d.failed_at,
            m.created_at
       FROM queen.dead_letter_queue d
-      JOIN queen.messages m ON m.id = d.message_id
+      JOIN queen.messages m ON m.partition_id = d.partition_id AND m.id = d.message_id
       JOIN queen.partitions pt ON pt.id = d.partition_id
       JOIN queen.queues q ON q.id = pt.queue_id
      WHERE (p ->> 'queue' IS NULL OR q.name = p ->> 'queue')
@@ -168,7 +172,8 @@ LANGUAGE sql STABLE AS $$
                    SELECT (e ->> 'partitionId')::uuid, e ->> 'transactionId'
                      FROM jsonb_array_elements(p -> 'ids') e))
        AND (p_partition IS NULL OR d.partition_id = p_partition)
-       AND (p_from_partition IS NULL OR d.partition_id >= p_from_partition)
+       AND (p_from_partition IS NULL OR d.partition_id >= p_from_partition);
+END;
 $$;
 
 -- What a bulk requeue would do, changing nothing: the messages and partitions the selection
@@ -179,7 +184,9 @@ $$;
 --          createdAt, deadLetters:[{consumerGroup, errorMessage, failedAt}]}]}
 CREATE OR REPLACE FUNCTION queen.dlq_requeue_preview_v1(p jsonb)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
     WITH rows AS MATERIALIZED (
         SELECT * FROM queen._dlq_requeue_matches(p, NULL, NULL)
     ), msgs AS (
@@ -208,9 +215,11 @@ LANGUAGE sql STABLE AS $$
                               'deadLetters', s.dead)
                             ORDER BY s.partition_id, s.created_at, s.message_id)
                      FROM sample s
-                     JOIN queen.messages m ON m.id = s.message_id
+                     JOIN queen.messages m
+                       ON m.partition_id = s.partition_id AND m.id = s.message_id
                      JOIN queen.partitions pt ON pt.id = s.partition_id
-                     JOIN queen.queues q ON q.id = pt.queue_id), '[]'::jsonb))
+                     JOIN queen.queues q ON q.id = pt.queue_id), '[]'::jsonb)));
+END;
 $$;
 
 -- One chunk of a bulk requeue: at most `limit` messages, partition by partition in id
@@ -259,12 +268,13 @@ BEGIN
         LOOP
             WITH gone AS (
                 DELETE FROM queen.dead_letter_queue d
-                 WHERE d.id = ANY (r.dlq_ids)
+                 WHERE d.partition_id = v_pid AND d.id = ANY (r.dlq_ids)
                 RETURNING d.consumer_group
             )
             SELECT array_agg(consumer_group ORDER BY consumer_group) INTO v_groups FROM gone;
             CONTINUE WHEN v_groups IS NULL;
-            SELECT * INTO v_msg FROM queen.messages m WHERE m.id = r.message_id;
+            SELECT * INTO v_msg FROM queen.messages m
+             WHERE m.partition_id = v_pid AND m.id = r.message_id;
             PERFORM queen._dlq_copy_to_tail(v_msg, v_groups);
             v_here := v_here + 1;
         END LOOP;
