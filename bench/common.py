@@ -89,6 +89,19 @@ class Context:
         self.pg_waits: dict[str, dict[str, Any]] = {}
         self.rss_baseline_kb = 0  # server RSS before the first (e) run
         self.ceilings: dict[str, CeilingResult] = {}  # measured before the scenarios
+        # what a scenario starts once and keeps for its next runs ((z): its databases), and
+        # how to stop it at the end of the bench
+        self.resources: dict[str, Any] = {}
+        self.closers: list[Callable[[], None]] = []
+
+    def close(self) -> None:
+        """Stop what the scenarios started (the last started first)."""
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                closer()
+            except Exception as exc:  # the others must still stop
+                log(f"stopping a scenario's resources failed: {type(exc).__name__}: {exc}")
 
     @contextmanager
     def against(self, target: Target, headers: str = "") -> Iterator[None]:

@@ -80,7 +80,10 @@ def bench(options: Options) -> int:
             "sizes": options.sizes.__dict__,
         }
         ctx = Context(options, target)
-        outcomes = asyncio.run(run_all(ctx))
+        try:
+            outcomes = asyncio.run(run_all(ctx))
+        finally:
+            ctx.close()
         problems = server_log_problems(target.log_path)
         if target.auth_twin is not None:
             problems += server_log_problems(target.auth_twin.log_path)

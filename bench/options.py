@@ -7,14 +7,20 @@ from dataclasses import dataclass, replace
 
 SCENARIOS = (
     "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "r", "s", "t",
-    "u", "w", "x", "y",
+    "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
 # (p) (pop autopilot) about eight minutes a run; (s) needs the official client (the
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
-# partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run.
+# partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
+# (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
+# (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
+# named partition), three SQL probes
+SCALE_OPS = (
+    "push1", "push1000", "popack100", "popack100p", "sql_insert", "sql_call", "sql_call1000",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,6 +116,13 @@ class Sizes:
     mixed_long_rate: float = 800.0  # (y): msg/s asked
     mixed_long_s: float = 600.0  # (y): production time
     mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
+    scale_partitions: int = 8  # (z): partitions the pushes and pops spread over (both workers)
+    scale_single_connections: int = 8  # (z): connections of the 1-message push
+    scale_batch_clients: int = 2  # (z): connections of the 1000-message push
+    scale_consumers: int = 4  # (z): pop + ack consumers
+    scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
+    scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
+    scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
 
 
 FULL = Sizes()
@@ -151,6 +164,8 @@ QUICK = Sizes(
     mixed_long_rate=300.0,
     mixed_long_s=30.0,
     mixed_long_edge_s=10.0,
+    scale_prefill=5_000,
+    scale_count_requests=5,
 )
 
 
@@ -222,6 +237,13 @@ def _modes(text: str) -> tuple[str, ...]:
     return picked
 
 
+def _scale_ops(text: str) -> tuple[str, ...]:
+    picked = _names(text)
+    if not picked or any(op not in SCALE_OPS for op in picked):
+        raise argparse.ArgumentTypeError(f"pick from {','.join(SCALE_OPS)}, got {text!r}")
+    return picked
+
+
 def _env_pair(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key or not key.replace("_", "").isalnum():
@@ -267,12 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,r,s,t,u,w,x,y (default: all but i, which"
-        " starts a second server, j, which fills the database with a week of analytics, the"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,r,s,t,u,w,x,y,z (default: all but i,"
+        " which starts a second server, j, which fills the database with a week of analytics, the"
         " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's comparison,"
         " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, w,"
         " retry redelivery lateness, n, partitions scaling, x, mixed load, and y, mixed load"
-        " for 10 minutes with the server's memory)",
+        " for 10 minutes with the server's memory, and z, Citus against plain PostgreSQL 15)",
     )
     p.add_argument(
         "--ceilings",
@@ -346,6 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mixed-long-rate", type=_positive_float, help="(y): msg/s asked (800)")
     p.add_argument("--mixed-long-duration", type=_positive_float, help="(y): seconds of load (600)")
+    p.add_argument(
+        "--scale-ops",
+        type=_scale_ops,
+        help="(z): only these operations, comma list of push1,push1000,popack100,popack100p,"
+        "sql_insert,sql_call,sql_call1000 (default: all)",
+    )
+    p.add_argument(
+        "--scale-prefill",
+        type=_positive_int,
+        help="(z): messages in the pop + ack queue of each side (20,000, quick 5,000)",
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -421,6 +454,8 @@ def parse_args(argv: list[str]) -> Options:
         ("mixed_other_database_url", "mixed_other_database_url"),
         ("mixed_long_rate", "mixed_long_rate"),
         ("mixed_long_duration", "mixed_long_s"),
+        ("scale_ops", "scale_ops"),
+        ("scale_prefill", "scale_prefill"),
     ):
         value = getattr(ns, flag)
         if value is not None:

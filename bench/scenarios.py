@@ -4,7 +4,8 @@ key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (
 (r) reads by offset (docs/reads.md), (s) the official client's streaming SDK
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
 (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
-issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run."""
+issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run, and
+issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bench import (
     analytics,
     autopilot,
     autopilot_run,
+    citus_scale,
     consume,
     due,
     e2e,
@@ -83,6 +85,12 @@ SCENARIOS: dict[str, Scenario] = {
             "ephemeral against durable push/pop",
             ephemeral.ephemeral_figures,
             ephemeral.ephemeral_vs_durable,
+        ),
+        Scenario(
+            "z",
+            "Citus against plain PostgreSQL 15: CPU and round trips per operation",
+            citus_scale.scale_figures,
+            citus_scale.citus_scale,
         ),
     )
 }

@@ -1,0 +1,322 @@
+"""Adding a worker to a running cluster and rebalancing the shards while messages are being
+written (docs/scaling.md, "Adding a worker"): `citus_add_node` then `citus_rebalance_start`
+move shard groups to the new node by logical replication, which needs `wal_level = logical`
+on every node and a replica identity (here: the primary key) on every table of a moved
+shard group. Writers keep storing messages during the moves; nothing is lost or stored twice,
+and a partition's rows move together (one co-location group)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psycopg2
+import psycopg2.errors
+import psycopg2.extensions
+import pytest
+
+from queen_threads import migrate
+from queen_threads.embedded import free_port
+from tests.support.citus import CitusCluster
+from tests.support.server import ServerProcess
+
+DATABASE = "queen_rebalance"
+PARTITIONS = 16
+WRITERS = 2
+
+
+class GrowingCluster(CitusCluster):
+    """The tier's cluster with `wal_level = logical` (shard moves replicate logically), and
+    workers added later while it runs."""
+
+    def __init__(self, folder: str | Path) -> None:
+        super().__init__(folder)
+        self.added: list[str] = []
+
+    def _write_settings(self, data: Path, port: int) -> None:
+        super()._write_settings(data, port)
+        with (data / "postgresql.auto.conf").open("a") as f:
+            f.write("wal_level = logical\n")
+
+    def start_worker(self, node: str, database: str) -> int:
+        """A new PostgreSQL with the extension in `database` (not registered yet); its port."""
+        data = self._data(node)
+        _, err = self._initdb(data).communicate(timeout=300)
+        assert (data / "PG_VERSION").exists(), err
+        self.ports[node] = free_port()
+        self._write_settings(data, self.ports[node])
+        proc = self._spawn("pg_ctl", *self._start_args(node))
+        _, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+        self.added.append(node)
+        for db, sql in (("postgres", f'CREATE DATABASE "{database}"'),
+                        (database, "CREATE EXTENSION citus")):  # fmt: skip
+            conn = _autocommit(self.dsn(node, db))
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+            finally:
+                conn.close()
+        return self.ports[node]
+
+    def stop(self, mode: str = "immediate") -> None:
+        super().stop(mode)
+        for node in self.added:
+            data = self._data(node)
+            if (data / "postmaster.pid").exists():
+                self._spawn("pg_ctl", "-D", str(data), "-m", mode, "-w", "stop").communicate(
+                    timeout=60
+                )
+
+
+def _autocommit(dsn: str) -> psycopg2.extensions.connection:
+    conn = psycopg2.connect(dsn, connect_timeout=10)
+    conn.autocommit = True
+    return conn
+
+
+@pytest.fixture
+def cluster() -> Iterator[GrowingCluster]:
+    folder = tempfile.mkdtemp(prefix="queen-test-citus-grow-")
+    Path(folder).chmod(0o755)
+    grown = GrowingCluster(folder)
+    try:
+        grown.start()
+        yield grown
+    finally:
+        grown.stop("immediate")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class Writer(threading.Thread):
+    """Stores messages into the queue's partitions, one autocommitted statement each (the
+    shape of a push: a router INSERT on the partition's worker), and keeps what committed.
+
+    A statement cancelled as a deadlock (40P01: while the moves lock shards and copy the
+    reference tables, Citus's distributed deadlock detection can cancel a write whose
+    commit-time trigger reads a reference table) is sent again, as the server's failover
+    buffer replays a push that failed; anything else is an error."""
+
+    def __init__(self, dsn: str, index: int, partitions: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.index, self.partitions = dsn, index, partitions
+        self.stored: list[str] = []
+        self.errors: list[str] = []
+        self.retried = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        conn = _autocommit(self.dsn)
+        n = 0
+        try:
+            with conn.cursor() as cur:
+                while not self.stop.is_set():
+                    tx = f"w{self.index}-{n}"
+                    try:
+                        cur.execute(
+                            "INSERT INTO queen.messages (transaction_id, partition_id, payload,"
+                            " partition_offset) VALUES (%s, %s, '{}', %s)",
+                            (tx, self.partitions[n % len(self.partitions)], n),
+                        )
+                        self.stored.append(tx)
+                    except psycopg2.errors.DeadlockDetected:
+                        self.retried += 1
+                        continue  # the same message again
+                    except psycopg2.Error as exc:
+                        self.errors.append(f"{tx}: {exc}")
+                    n += 1
+        finally:
+            conn.close()
+
+
+def _workers_of(cur: psycopg2.extensions.cursor, table: str) -> dict[int, int]:
+    cur.execute(
+        "SELECT nodeport, count(*) FROM citus_shards WHERE table_name = %s::regclass GROUP BY 1",
+        (table,),
+    )
+    return {int(port): int(n) for port, n in cur.fetchall()}
+
+
+def test_a_third_worker_takes_shards_while_messages_are_written(cluster: GrowingCluster) -> None:
+    dsn = cluster.create_database(DATABASE)
+    migrate.migrate(dsn)
+    conn = _autocommit(dsn)
+    cur = conn.cursor()
+    cur.execute("INSERT INTO queen.queues (name) VALUES ('grow') RETURNING id")
+    (qid,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute(
+        "INSERT INTO queen.partitions (queue_id, name) SELECT %s, 'p' || g "
+        "FROM generate_series(1, %s) g RETURNING id::text",
+        (qid, PARTITIONS),
+    )
+    partitions = [r[0] for r in cur.fetchall()]
+    before = _workers_of(cur, "queen.messages")
+    assert len(before) == 2
+
+    # each writer its own partitions (as one partition's pushes queue on its row lock)
+    writers = [Writer(dsn, i, partitions[i::WRITERS]) for i in range(WRITERS)]
+    for w in writers:
+        w.start()
+    try:
+        port = cluster.start_worker("worker3", DATABASE)
+        cur.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+        # a new node holds nothing until the rebalancer moves shard groups to it
+        assert port not in _workers_of(cur, "queen.messages")
+        stored_before_moves = sum(len(w.stored) for w in writers)
+        cur.execute("SELECT citus_rebalance_start()")
+        cur.execute("SELECT citus_rebalance_wait()")  # returns once the background job ended
+        cur.execute("SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1")
+        assert cur.fetchone() == ("finished",)
+    finally:
+        for w in writers:
+            w.stop.set()
+        for w in writers:
+            w.join(timeout=60)
+
+    assert [e for w in writers for e in w.errors] == []
+    stored = [tx for w in writers for tx in w.stored]
+    assert len(stored) > stored_before_moves  # the writers kept writing during the moves
+    after = _workers_of(cur, "queen.messages")
+    assert set(after) == set(before) | {port} and after[port] > 0
+    assert sum(after.values()) == sum(before.values())
+    # each shard group moved as one: every co-located table's shard sits with messages'
+    cur.execute(
+        "SELECT count(DISTINCT nodeport) FROM citus_shards s "
+        "JOIN pg_dist_shard d USING (shardid) "
+        "WHERE s.colocation_id = (SELECT colocationid FROM pg_dist_partition "
+        "                          WHERE logicalrelid = 'queen.messages'::regclass) "
+        "GROUP BY d.shardminvalue"
+    )
+    assert {r[0] for r in cur.fetchall()} == {1}
+    # nothing lost, nothing twice, wherever the partition now lives
+    cur.execute(
+        "SELECT transaction_id, count(*) FROM queen.messages WHERE partition_id = ANY (%s::uuid[])"
+        " GROUP BY 1",
+        (partitions,),
+    )
+    rows = dict(cur.fetchall())
+    assert set(rows) == set(stored)
+    assert set(rows.values()) == {1}
+    conn.close()
+
+
+class Producer(threading.Thread):
+    """Single-message pushes through the server, partition by partition; keeps the
+    transaction ids the server accepted (stored, or buffered for a replay)."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.accepted: list[str] = []
+        self.refused: list[str] = []
+        self.stop = threading.Event()
+        self.every_partition = threading.Event()  # each partition took two messages
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            n = 0
+            while not self.stop.is_set():
+                tx = str(uuid.UUID(int=n + 1, version=4))
+                item = {"queue": self.queue, "partition": f"p{n % PARTITIONS}",
+                        "payload": {"n": n}, "transactionId": tx}  # fmt: skip
+                r = client.post("/api/v1/push", json={"items": [item]})
+                status = r.json()[0].get("status") if r.status_code == 201 else None
+                if status in ("queued", "buffered"):
+                    self.accepted.append(tx)
+                    if len(self.accepted) >= 2 * PARTITIONS:
+                        self.every_partition.set()
+                else:
+                    self.refused.append(f"{r.status_code}: {r.text[:200]}")
+                n += 1
+
+
+class Consumer(threading.Thread):
+    """Pops (batch 50, long polls of 1 s) and acks each batch through the server until
+    stopped and, once stopped, every id of `wanted` arrived (or the deadline). A pop the
+    server answers 503 (the database busy while a shard moves) is asked again."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.got: list[str] = []
+        self.wanted: set[str] = set()
+        self.stop = threading.Event()
+        self.deadline = float("inf")
+        self.error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self.stop.is_set() and (
+            self.wanted <= set(self.got) or time.monotonic() > self.deadline
+        )
+
+    def run(self) -> None:
+        try:
+            with httpx.Client(base_url=self.url, timeout=30) as client:
+                while not self.done():
+                    self._round(client)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def _round(self, client: httpx.Client) -> None:
+        params: dict[str, str | int] = {"batch": 50, "wait": "true", "timeout": 1000}
+        r = client.get(f"/api/v1/pop/queue/{self.queue}", params=params)
+        if r.status_code != 200:
+            assert r.status_code in (204, 503), r.text
+            return
+        messages = [m for m in r.json().get("messages") or [] if m]
+        acks = [
+            {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+             "leaseId": m.get("leaseId"), "status": "completed"}
+            for m in messages
+        ]  # fmt: skip
+        a = client.post("/api/v1/ack/batch", json={"acknowledgments": acks})
+        assert a.status_code == 200 and all(x.get("success") for x in a.json()), a.text
+        self.got += [m["transactionId"] for m in messages]
+
+
+def test_the_server_serves_while_a_third_worker_takes_shards(cluster: GrowingCluster) -> None:
+    """The same growth under the real server: pushes and pops + acks over HTTP go on while
+    the shards move; every accepted push is delivered exactly once."""
+    dsn = cluster.create_database(DATABASE)
+    migrate.migrate(dsn)
+    queue = "grow-http"
+    with ServerProcess(dsn, workers=1) as srv:
+        producer, consumer = Producer(srv.url, queue), Consumer(srv.url, queue)
+        producer.start()
+        consumer.start()
+        try:
+            # the queue's partitions exist before the node is added (a push that creates a
+            # partition writes the reference tables: see docs/scaling.md)
+            assert producer.every_partition.wait(60)
+            port = cluster.start_worker("worker3", DATABASE)
+            conn = _autocommit(dsn)
+            cur = conn.cursor()
+            cur.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+            accepted_before = len(producer.accepted)
+            received_before = len(consumer.got)
+            cur.execute("SELECT citus_rebalance_start()")
+            cur.execute("SELECT citus_rebalance_wait()")
+            cur.execute("SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1")
+            assert cur.fetchone() == ("finished",)
+            assert port in _workers_of(cur, "queen.messages")
+            conn.close()
+        finally:
+            producer.stop.set()
+            producer.join(timeout=60)
+            # buffered pushes are replayed by the server: the consumer waits for all of them
+            consumer.wanted = set(producer.accepted)
+            consumer.deadline = time.monotonic() + 120
+            consumer.stop.set()
+            consumer.join(timeout=180)
+    assert consumer.error is None, consumer.error
+    assert producer.refused == []
+    assert len(producer.accepted) > accepted_before  # pushes went on during the moves
+    assert len(consumer.got) > received_before  # and pops + acks
+    assert set(consumer.got) == set(producer.accepted)
+    assert len(consumer.got) == len(set(consumer.got))  # nothing twice
