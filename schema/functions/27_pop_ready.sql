@@ -103,6 +103,11 @@ DECLARE
     v_tks    text[];
     v_keys   jsonb[] := '{}';  -- [group, queue id]
     v_starts timestamptz[] := '{}';
+    v_pid    uuid;
+    v_qid    uuid;
+    v_hts    timestamptz;
+    v_hid    bigint;
+    v_start  timestamptz;
 BEGIN
     IF p_group IS NULL THEN
         PERFORM queen._cursor_rows_registered(p_pids);
@@ -135,41 +140,43 @@ BEGIN
     IF cardinality(v_keys) = 0 THEN
         RETURN;
     END IF;
-    INSERT INTO queen.partition_consumers AS pc
-           (partition_id, consumer_group, queue_id, head_created_at, head_id,
-            last_consumed_created_at, last_consumed_id, not_before)
-    SELECT x.pid, x.grp, x.qid, x.hts, x.hid, x.start_ts,
-           CASE WHEN x.start_ts IS NULL THEN 0 ELSE 9223372036854775807 END,
-           x.hts  -- in the ready set since its newest message: the oldest first
-      FROM (SELECT pl.partition_id AS pid, coalesce(p_group, c.consumer_group) AS grp,
-                   pl.queue_id AS qid,
-                   pl.last_message_created_at AS hts, pl.last_message_id AS hid,
-                   -- a partition's own metadata row, where there is one, wins (the order
-                   -- of queen._subscription_start)
-                   CASE WHEN coalesce(p_group, c.consumer_group) = '__QUEUE_MODE__' THEN NULL
-                        WHEN m.id IS NOT NULL THEN m.subscription_timestamp
-                        ELSE v_starts[array_position(v_keys,
-                                                     jsonb_build_array(
-                                                         coalesce(p_group, c.consumer_group),
-                                                         pl.queue_id))]
-                   END AS start_ts
-              FROM queen.partition_lookup pl
-              JOIN queen.partitions p ON p.id = pl.partition_id
-              JOIN queen.queues q ON q.id = pl.queue_id
-              LEFT JOIN queen.queue_consumer_groups c
-                     ON p_group IS NULL AND c.queue_id = pl.queue_id
-              LEFT JOIN queen.consumer_groups_metadata m
-                     ON m.consumer_group = coalesce(p_group, c.consumer_group)
-                    AND m.queue_name = q.name AND m.partition_name = p.name
-                    AND m.namespace = '' AND m.task = '' AND p.name <> ''
-             WHERE pl.partition_id = ANY (p_pids)
-               AND (p_group IS NOT NULL OR c.consumer_group IS NOT NULL)) x
-     ORDER BY x.pid, x.grp
-    ON CONFLICT (partition_id, consumer_group) DO UPDATE
-       SET queue_id = EXCLUDED.queue_id,
-           head_created_at = EXCLUDED.head_created_at,
-           head_id = EXCLUDED.head_id
-     WHERE pc.queue_id IS NULL OR pc.head_id IS NULL;
+    -- One row per partition (p_group is given here), in partition order: read by its key,
+    -- then written as values, each statement keyed by the partition (on Citus on the one
+    -- worker that holds it: an INSERT ... SELECT, also with `partition_id = v_pid`, went to
+    -- every shard, so a pop of a partition on a live worker failed while another was
+    -- down: tests/citus/test_citus_faults.py).
+    FOREACH v_pid IN ARRAY ARRAY(SELECT DISTINCT u.id FROM unnest(p_pids) AS u(id) ORDER BY u.id)
+    LOOP
+        SELECT pl.queue_id, pl.last_message_created_at, pl.last_message_id,
+               -- a partition's own metadata row, where there is one, wins (the order of
+               -- queen._subscription_start)
+               CASE WHEN p_group = '__QUEUE_MODE__' THEN NULL
+                    WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                    ELSE v_starts[array_position(v_keys,
+                                                 jsonb_build_array(p_group, pl.queue_id))]
+               END
+          INTO v_qid, v_hts, v_hid, v_start
+          FROM queen.partition_lookup pl
+          JOIN queen.partitions p ON p.id = pl.partition_id
+          JOIN queen.queues q ON q.id = pl.queue_id
+          LEFT JOIN queen.consumer_groups_metadata m
+                 ON m.consumer_group = p_group
+                AND m.queue_name = q.name AND m.partition_name = p.name
+                AND m.namespace = '' AND m.task = '' AND p.name <> ''
+         WHERE pl.partition_id = v_pid;
+        CONTINUE WHEN NOT FOUND;
+        INSERT INTO queen.partition_consumers AS pc
+               (partition_id, consumer_group, queue_id, head_created_at, head_id,
+                last_consumed_created_at, last_consumed_id, not_before)
+        VALUES (v_pid, p_group, v_qid, v_hts, v_hid, v_start,
+                CASE WHEN v_start IS NULL THEN 0 ELSE 9223372036854775807 END,
+                v_hts)  -- in the ready set since its newest message: the oldest first
+        ON CONFLICT (partition_id, consumer_group) DO UPDATE
+           SET queue_id = EXCLUDED.queue_id,
+               head_created_at = EXCLUDED.head_created_at,
+               head_id = EXCLUDED.head_id
+         WHERE pc.queue_id IS NULL OR pc.head_id IS NULL;
+    END LOOP;
 END;
 $$;
 
