@@ -101,7 +101,9 @@ BEGIN
                attempts = 0,
                last_error = NULL,
                updated_at = v_now
-        RETURNING t.message_id, (t.xmax = 0) INTO v_mid, v_new;
+        -- A new row keeps this call's created_at; a replaced one its own (not `xmax = 0`:
+        -- Citus cannot plan a system column in RETURNING on a distributed table).
+        RETURNING t.message_id, (t.created_at = v_now) INTO v_mid, v_new;
         v_results := v_results || jsonb_build_object(v_idx::text, jsonb_build_object(
             'ok', true,
             'status', CASE WHEN v_new THEN 'scheduled' ELSE 'rescheduled' END,
@@ -136,12 +138,15 @@ LANGUAGE sql AS $$
       FROM jsonb_array_elements(queen._timers_apply(p_ops)) WITH ORDINALITY AS o(r, n)
 $$;
 
+-- The reads below are PL/pgSQL, not SQL functions: Citus cannot plan a SQL function's
+-- parameters in a query on a distributed table ("could not create distributed plan").
 -- GET /api/v1/timers/{queue}/{key}: one pending timer, payload as stored (base64 is added
 -- by the server), or {found: false}.
 CREATE OR REPLACE FUNCTION queen.timers_peek_v1(p jsonb)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce(
         (SELECT jsonb_build_object(
                     'found', true, 'queue', q.name, 'timerKey', t.timer_key,
                     'partition', t.partition_name, 'payload', t.payload,
@@ -155,15 +160,17 @@ LANGUAGE sql STABLE AS $$
            FROM queen.timers t
            JOIN queen.queues q ON q.id = t.queue_id
           WHERE q.name = p ->> 'queue' AND t.timer_key = p ->> 'timerKey'),
-        jsonb_build_object('found', false, 'queue', p ->> 'queue', 'timerKey', p ->> 'timerKey'))
+        jsonb_build_object('found', false, 'queue', p ->> 'queue', 'timerKey', p ->> 'timerKey'));
+END;
 $$;
 
 -- GET /api/v1/timers/{queue}: a keyset page of one queue's pending timers in key order
 -- (byte order), after the exclusive cursor `after`. {queue, rows, truncated, nextAfter}.
 CREATE OR REPLACE FUNCTION queen.timers_list_v1(p jsonb)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    WITH page AS (
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (WITH page AS (
         SELECT t.*
           FROM queen.timers t
           JOIN queen.queues q ON q.id = t.queue_id
@@ -187,5 +194,6 @@ LANGUAGE sql STABLE AS $$
         'truncated', (SELECT count(*) FROM page) > (p ->> 'limit')::integer,
         'nextAfter', (SELECT x.timer_key FROM numbered x
                        WHERE x.n = (p ->> 'limit')::integer
-                         AND (SELECT count(*) FROM page) > (p ->> 'limit')::integer))
+                         AND (SELECT count(*) FROM page) > (p ->> 'limit')::integer)));
+END;
 $$;

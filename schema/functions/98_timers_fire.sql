@@ -285,10 +285,12 @@ $$;
 
 -- The queues that have pending timers (the dashboard's Timers page, GET /metrics), the
 -- soonest first: [{queue, pending, due, deferred, nextAt}], at most p_limit of them.
+-- (PL/pgSQL: Citus cannot plan a SQL function's parameter in a query on a distributed table.)
 CREATE OR REPLACE FUNCTION queen.timers_queues_v1(p_limit integer)
 RETURNS jsonb
-LANGUAGE sql STABLE AS $$
-    SELECT coalesce(jsonb_agg(jsonb_build_object(
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
                'queue', x.name, 'pending', x.pending, 'due', x.due, 'deferred', x.deferred,
                'nextAt', queen._iso_us(x.next_at)) ORDER BY x.next_at, x.name), '[]'::jsonb)
       FROM (SELECT q.name, count(*) AS pending,
@@ -298,5 +300,6 @@ LANGUAGE sql STABLE AS $$
               FROM queen.timers t JOIN queen.queues q ON q.id = t.queue_id
              GROUP BY q.name
              ORDER BY min(t.fire_at), q.name
-             LIMIT p_limit) x
+             LIMIT p_limit) x);
+END;
 $$;

@@ -32,47 +32,85 @@ $$;
 -- before the call's maxBytes, except that the first record of the call always goes out (a
 -- record larger than the budget must not stop a reader for ever); an entry reads at most
 -- 20000 / entries (at least 16) records per call: the client asks again from nextOffset.
--- One statement, so one snapshot: the high watermark and the records agree. (On Citus a
--- fetch over many partitions reads them through the coordinator: see docs/scaling.md.)
+-- The high watermark and the records agree: each entry's watermark is read before its
+-- records, and every message below it committed with it (a STABLE function's statements
+-- share the calling statement's snapshot). One statement per entry, each by its partition's
+-- key: on Citus a statement on one node (a single statement over the entries joins
+-- distributed tables laterally, which Citus refuses).
 CREATE OR REPLACE FUNCTION queen.fetch_offsets_v1(p jsonb)
 RETURNS json
-LANGUAGE sql STABLE AS $$
-WITH e AS (
-    SELECT (o.n - 1)::integer AS idx, o.x ->> 'queue' AS qn, o.x ->> 'partition' AS pn,
-           (o.x ->> 'offset')::bigint AS off, (o.x ->> 'maxBytes')::bigint AS emax
-      FROM jsonb_array_elements(p -> 'entries') WITH ORDINALITY AS o(x, n)
-),
-pt AS MATERIALIZED (
-    SELECT e.*, pa.id AS pid, coalesce(pc.next_offset, 0) AS hw,
-           CASE WHEN pa.id IS NULL THEN 0
-                ELSE queen._reads_log_start(pa.id, coalesce(pc.next_offset, 0)) END AS ls
-      FROM e
-      LEFT JOIN queen.queues q ON q.name = e.qn
-      LEFT JOIN queen.partitions pa ON pa.queue_id = q.id AND pa.name = e.pn
-      LEFT JOIN queen.partition_counters pc ON pc.partition_id = pa.id  -- (migration 0020)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_pts  jsonb := '[]'::jsonb;  -- per entry: idx, qn, pn, off, emax, pid, hw, ls
+    v_recs jsonb := '[]'::jsonb;  -- the records read, with their entry's idx and emax
+    v_lim  integer := greatest(16, 20000 / greatest(jsonb_array_length(p -> 'entries'), 1));
+    v_pid  uuid;
+    v_hw   bigint;
+    v_ls   bigint;
+    e      record;
+BEGIN
+    -- Each entry's partition, high watermark, log start and records are read by the
+    -- partition's own key (on Citus: statements on its node); the bounds are applied to
+    -- the values after. The high watermark is read before the records: every message below
+    -- it was committed with it (the reservation and the insert are one transaction).
+    FOR e IN
+        SELECT (o.n - 1)::integer AS idx, o.x ->> 'queue' AS qn, o.x ->> 'partition' AS pn,
+               (o.x ->> 'offset')::bigint AS off, (o.x ->> 'maxBytes')::bigint AS emax
+          FROM jsonb_array_elements(p -> 'entries') WITH ORDINALITY AS o(x, n)
+         ORDER BY o.n
+    LOOP
+        SELECT pa.id INTO v_pid
+          FROM queen.queues q JOIN queen.partitions pa ON pa.queue_id = q.id
+         WHERE q.name = e.qn AND pa.name = e.pn;
+        v_hw := 0;
+        v_ls := 0;
+        IF v_pid IS NOT NULL THEN
+            -- (migration 0020)
+            v_hw := coalesce((SELECT pc.next_offset FROM queen.partition_counters pc
+                               WHERE pc.partition_id = v_pid), 0);
+            v_ls := queen._reads_log_start(v_pid, v_hw);
+        END IF;
+        v_pts := v_pts || jsonb_build_object('idx', e.idx, 'qn', e.qn, 'pn', e.pn,
+                                             'off', e.off, 'emax', e.emax, 'pid', v_pid,
+                                             'hw', v_hw, 'ls', v_ls);
+        IF v_pid IS NOT NULL AND e.off >= v_ls AND e.off < v_hw THEN
+            v_recs := v_recs || coalesce((
+                SELECT jsonb_agg(jsonb_build_object(
+                           'idx', e.idx, 'emax', e.emax, 'off', r.off, 'txn', r.txn,
+                           'payload', r.payload, 'ts', r.ts, 'enc', r.enc, 'tc', r.tc,
+                           'sz', r.sz)
+                           ORDER BY r.off)
+                  FROM (SELECT 1) one
+                  -- Where to start: the nearest indexed offset at or below the asked one (0015).
+                  LEFT JOIN LATERAL (
+                        SELECT a.created_at, a.id FROM queen.messages a
+                         WHERE a.partition_id = v_pid AND a.partition_offset <= e.off
+                           AND a.partition_offset % 256 = 0
+                         ORDER BY a.partition_offset DESC LIMIT 1) anchor ON true
+                 CROSS JOIN LATERAL (
+                        SELECT m.partition_offset AS off, m.transaction_id AS txn, m.payload,
+                               m.created_at AS ts, m.is_encrypted AS enc, m.trace_context AS tc,
+                               octet_length(m.payload::text) AS sz
+                          FROM queen.messages m
+                         WHERE m.partition_id = v_pid
+                           AND (m.created_at, m.id) >= (coalesce(anchor.created_at, '-infinity'),
+                                                        coalesce(anchor.id, 0))
+                           AND m.partition_offset >= e.off AND m.partition_offset < v_hw
+                         ORDER BY m.created_at, m.id
+                         LIMIT v_lim) r), '[]'::jsonb);
+        END IF;
+    END LOOP;
+
+    RETURN (
+WITH pt AS (
+    SELECT * FROM jsonb_to_recordset(v_pts)
+        AS x(idx integer, qn text, pn text, off bigint, emax bigint, pid uuid, hw bigint, ls bigint)
 ),
 recs AS (
-    SELECT pt.idx, pt.emax, r.*,
-           sum(r.sz) OVER (PARTITION BY pt.idx ORDER BY r.off) AS ecum
-      FROM pt
-      -- Where to start: the nearest indexed offset at or below the asked one (0015).
-      LEFT JOIN LATERAL (
-            SELECT a.created_at, a.id FROM queen.messages a
-             WHERE a.partition_id = pt.pid AND a.partition_offset <= pt.off
-               AND a.partition_offset % 256 = 0
-             ORDER BY a.partition_offset DESC LIMIT 1) anchor ON true
-     CROSS JOIN LATERAL (
-            SELECT m.partition_offset AS off, m.transaction_id AS txn, m.payload,
-                   m.created_at AS ts, m.is_encrypted AS enc, m.trace_context AS tc,
-                   octet_length(m.payload::text) AS sz
-              FROM queen.messages m
-             WHERE m.partition_id = pt.pid
-               AND (m.created_at, m.id) >= (coalesce(anchor.created_at, '-infinity'),
-                                            coalesce(anchor.id, 0))
-               AND m.partition_offset >= pt.off AND m.partition_offset < pt.hw
-             ORDER BY m.created_at, m.id
-             LIMIT greatest(16, 20000 / greatest(jsonb_array_length(p -> 'entries'), 1))) r
-     WHERE pt.pid IS NOT NULL AND pt.off >= pt.ls AND pt.off < pt.hw
+    SELECT r.*, sum(r.sz) OVER (PARTITION BY r.idx ORDER BY r.off) AS ecum
+      FROM jsonb_to_recordset(v_recs)
+        AS r(idx integer, emax bigint, off bigint, txn text, payload jsonb, ts timestamptz,
+             enc boolean, tc jsonb, sz bigint)
 ),
 kept AS (
     SELECT c.*
@@ -104,7 +142,8 @@ SELECT json_build_object('entries', coalesce(json_agg(
                         END)
            ORDER BY pt.idx), '[]'::json))
   FROM pt
-  LEFT JOIN rs ON rs.idx = pt.idx
+  LEFT JOIN rs ON rs.idx = pt.idx);
+END;
 $$;
 
 -- The time up to which every write is visible to a statement that starts after this call:
@@ -121,11 +160,28 @@ DECLARE
     v_now    timestamptz := clock_timestamp();  -- read before the writers, on purpose
     v_oldest timestamptz;
 BEGIN
-    SELECT min(a.xact_start) INTO v_oldest
-      FROM pg_stat_activity a
-     WHERE a.datname = current_database()
-       AND (a.backend_xid IS NOT NULL OR a.state = 'active')
-       AND a.pid <> pg_backend_pid();
+    IF to_regclass('pg_catalog.citus_stat_activity') IS NULL THEN
+        SELECT min(a.xact_start) INTO v_oldest
+          FROM pg_stat_activity a
+         WHERE a.datname = current_database()
+           AND (a.backend_xid IS NOT NULL OR a.state = 'active')
+           AND a.pid <> pg_backend_pid();
+    ELSE
+        -- On Citus a coordinator transaction that writes only shards holds no transaction
+        -- id of its own: its writes are its backends' on the workers, which
+        -- citus_stat_activity lists with every node's under one global pid (this call's
+        -- own excluded). The start that counts is the earliest of that global pid's (the
+        -- coordinator's): its stamps are evaluated there, before the workers' begin.
+        WITH act AS MATERIALIZED (
+            SELECT a.global_pid, a.xact_start, a.backend_xid, a.state
+              FROM pg_catalog.citus_stat_activity a
+             WHERE a.datname = current_database() AND a.global_pid <> citus_backend_gpid()
+        )
+        SELECT min(a.xact_start) INTO v_oldest
+          FROM act a
+         WHERE a.global_pid IN (SELECT w.global_pid FROM act w
+                                 WHERE w.backend_xid IS NOT NULL OR w.state = 'active');
+    END IF;
     RETURN least(v_now, v_oldest);
 END;
 $$;
