@@ -391,43 +391,10 @@ SELECT coalesce(jsonb_agg(jsonb_build_object(
    AND gp.oldest_unconsumed_at <= now() - make_interval(secs => %(min_lag)s);
 
 -- name: admin_delete_consumer_group
--- Drop a group's cursors and leases on every queue (and its registrations, migration 0019), its conflation policy (a group that
--- comes back declares again), and its subscription metadata when %(delete_metadata)s;
--- returns (cursor rows deleted, metadata rows deleted).
-WITH cur AS (
-    DELETE FROM queen.partition_consumers WHERE consumer_group = %(group)s RETURNING 1
-), registered AS (
-    DELETE FROM queen.queue_consumer_groups WHERE consumer_group = %(group)s
-), policies AS (
-    DELETE FROM queen.conflation_groups WHERE consumer_group = %(group)s
-), meta AS (
-    DELETE FROM queen.consumer_groups_metadata
-     WHERE %(delete_metadata)s AND consumer_group = %(group)s
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM cur), (SELECT count(*) FROM meta);
-
--- name: admin_delete_consumer_group_queue
--- The same for one queue (metadata and policy rows naming that queue).
-WITH cur AS (
-    DELETE FROM queen.partition_consumers pc
-     USING queen.partitions p, queen.queues q
-     WHERE p.id = pc.partition_id AND q.id = p.queue_id
-       AND q.name = %(queue)s AND pc.consumer_group = %(group)s
-    RETURNING 1
-), registered AS (
-    DELETE FROM queen.queue_consumer_groups r
-     USING queen.queues q
-     WHERE q.id = r.queue_id AND q.name = %(queue)s AND r.consumer_group = %(group)s
-), policies AS (
-    DELETE FROM queen.conflation_groups
-     WHERE consumer_group = %(group)s AND queue_name = %(queue)s
-), meta AS (
-    DELETE FROM queen.consumer_groups_metadata
-     WHERE %(delete_metadata)s AND consumer_group = %(group)s AND queue_name = %(queue)s
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM cur), (SELECT count(*) FROM meta);
+-- Drop a group's cursors, leases, registrations and conflation policy on every queue (or
+-- on %(queue)s alone when given), and its subscription metadata when %(delete_metadata)s;
+-- returns (cursor rows deleted, metadata rows deleted). schema/functions/80_admin.sql.
+SELECT * FROM queen.delete_consumer_group_v1(%(group)s, %(queue)s, %(delete_metadata)s);
 
 -- name: admin_update_subscription
 -- New subscription instant for every metadata row of a group (cursors created later start

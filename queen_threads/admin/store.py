@@ -96,8 +96,7 @@ class AdminStore:
     ) -> tuple[int, int]:
         """(cursor rows deleted, metadata rows deleted); on one queue when `queue` is set."""
         params = {"group": group, "delete_metadata": delete_metadata, "queue": queue}
-        query = "admin_delete_consumer_group_queue" if queue else "admin_delete_consumer_group"
-        row = self.db.row(query, params)
+        row = self.db.row("admin_delete_consumer_group", params)
         assert row is not None
         return int(row[0]), int(row[1])
 

@@ -532,3 +532,47 @@ LANGUAGE sql STABLE AS $$
       JOIN queen.queues q ON q.id = p.queue_id
      WHERE p.id = t.partition_id
 $$;
+
+-- DELETE /api/v1/consumer-groups/{group} (p_queue NULL: every queue) and its per-queue form:
+-- a group's cursors and leases, its registrations (migration 0019) and its conflation
+-- policy (a group that comes back declares again), and its subscription metadata when
+-- p_delete_metadata. Returns (cursor rows deleted, metadata rows deleted).
+-- One statement each, in one transaction: on Citus the cursors are a distributed table and
+-- the rest reference tables, which one statement cannot write together, and a transaction
+-- may write a reference table after a multi-shard write only in sequential mode (of no
+-- effect on plain PostgreSQL).
+CREATE OR REPLACE FUNCTION queen.delete_consumer_group_v1(
+    p_group text, p_queue text, p_delete_metadata boolean)
+RETURNS TABLE (cursors bigint, metadata bigint)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_qid  uuid;
+    v_pids uuid[];
+BEGIN
+    PERFORM set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    IF p_queue IS NULL THEN
+        DELETE FROM queen.partition_consumers pc WHERE pc.consumer_group = p_group;
+        GET DIAGNOSTICS cursors = ROW_COUNT;
+        DELETE FROM queen.queue_consumer_groups r WHERE r.consumer_group = p_group;
+        DELETE FROM queen.conflation_groups c WHERE c.consumer_group = p_group;
+        DELETE FROM queen.consumer_groups_metadata m
+         WHERE p_delete_metadata AND m.consumer_group = p_group;
+        GET DIAGNOSTICS metadata = ROW_COUNT;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    SELECT q.id INTO v_qid FROM queen.queues q WHERE q.name = p_queue;
+    v_pids := ARRAY(SELECT p.id FROM queen.partitions p WHERE p.queue_id = v_qid);
+    DELETE FROM queen.partition_consumers pc
+     WHERE pc.partition_id = ANY (v_pids) AND pc.consumer_group = p_group;
+    GET DIAGNOSTICS cursors = ROW_COUNT;
+    DELETE FROM queen.queue_consumer_groups r
+     WHERE r.queue_id = v_qid AND r.consumer_group = p_group;
+    DELETE FROM queen.conflation_groups c
+     WHERE c.consumer_group = p_group AND c.queue_name = p_queue;
+    DELETE FROM queen.consumer_groups_metadata m
+     WHERE p_delete_metadata AND m.consumer_group = p_group AND m.queue_name = p_queue;
+    GET DIAGNOSTICS metadata = ROW_COUNT;
+    RETURN NEXT;
+END;
+$$;
