@@ -71,6 +71,11 @@ SELECT queen._wake_epoch(), queen.push_partition_v1(%s::uuid, %s::jsonb);
 -- (wake_epoch, queen_threads/db/citus.py).
 SELECT queen.push_partition_v1(%s::uuid, %s::jsonb);
 
+-- name: partition_id
+-- On Citus, before the delegated push of a partition the server has no id for: its id,
+-- the partition (and its queue) created when missing (schema/functions/20_push.sql).
+SELECT queen.partition_id_v1(%s, %s)::text;
+
 -- name: wake_epoch
 -- The epoch of queen.wake_interest, after a delegated push committed: every registration
 -- that committed before the push is in it (wake/targets.py).

@@ -603,3 +603,33 @@ BEGIN
     RETURN queen._push_retrying(p_items, true, p_partition_id)::text;
 END;
 $$;
+
+-- The id of a queue's partition, created with its queue when missing (NULL for a name a push
+-- would refuse). On Citus the server asks this before the delegated push of a partition
+-- whose id it does not know yet (queen_threads/queue/store.py), instead of the general
+-- push: a lookup is a read of the coordinator's copy of the definitions, and a creation
+-- writes them once per partition for the whole cluster.
+CREATE OR REPLACE FUNCTION queen.partition_id_v1(p_queue text, p_partition text)
+RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    IF coalesce(p_queue, '') = '' OR p_partition IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT p.id INTO v_id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+     WHERE q.name = p_queue AND p.name = p_partition;
+    IF v_id IS NULL THEN
+        INSERT INTO queen.queues (name, namespace, task)
+        VALUES (p_queue, queen._queue_namespace(p_queue), queen._queue_task(p_queue))
+        ON CONFLICT (name) DO NOTHING;
+        INSERT INTO queen.partitions (queue_id, name)
+        SELECT q.id, p_partition FROM queen.queues q WHERE q.name = p_queue
+        ON CONFLICT (queue_id, name) DO NOTHING;
+        SELECT p.id INTO v_id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.name = p_queue AND p.name = p_partition;
+    END IF;
+    RETURN v_id;
+END;
+$$;

@@ -38,7 +38,9 @@ class GrowingCluster(CitusCluster):
     def _write_settings(self, data: Path, port: int) -> None:
         super()._write_settings(data, port)
         with (data / "postgresql.auto.conf").open("a") as f:
-            f.write("wal_level = logical\n")
+            # 2 shards per worker: each move of a shard group is a logical replication of
+            # its own (about 10 s here); a third worker still takes some of them
+            f.write("wal_level = logical\ncitus.shard_count = 4\n")
 
     def start_worker(self, node: str, database: str) -> int:
         """A new PostgreSQL with the extension in `database` (not registered yet); its port."""
