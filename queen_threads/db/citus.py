@@ -36,6 +36,10 @@ class CitusProbe:
         self._known: bool | None = None
         self._lock = threading.Lock()
 
+    def known(self) -> bool | None:
+        """The answer if it was asked already (None: not yet), without asking."""
+        return self._known
+
     def __call__(self) -> bool:
         known = self._known
         if known is None:

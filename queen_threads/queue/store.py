@@ -175,8 +175,10 @@ class QueueStore:
         """On Citus, the id of a partition this process has not pushed to (created when
         missing), so that its push is delegated too: the general push of one item costs the
         coordinator tens of ms there (a two-phase commit over every node), a lookup and a
-        delegated call about 1.5 ms. On PostgreSQL None: the general push learns it."""
-        if self.partition_ids.paused(key) or not self.citus():
+        delegated call about 1.5 ms. On PostgreSQL None: the general push learns it. (The
+        probe is not asked here: a process's first push takes the general path, as before;
+        the placement is known from its second push on.)"""
+        if self.partition_ids.paused(key) or not self.citus.known():
             return None
         pid = self.db.value("partition_id", key)
         if pid is not None:

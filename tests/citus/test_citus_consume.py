@@ -106,11 +106,11 @@ def _partition_name(dsn: str, pid: str) -> str:
 def test_exactly_once_in_order_over_partitions_on_both_workers(
     citus_cluster: CitusCluster, citus_dsn: str, server: ServerProcess, http: httpx.Client
 ) -> None:
-    """4 consumers long-poll one queue of 8 partitions (queue mode, batch 5) and ack each
+    """4 consumers long-poll one queue of 16 partitions (queue mode, batch 5) and ack each
     batch with its lease: every message once, each partition's batches in order and never
     overlapping (no two consumers hold a partition at once)."""
     q = _name()
-    parts, per_part = 8, 30
+    parts, per_part = 16, 15
     pushed = _push(
         http,
         [
@@ -120,7 +120,7 @@ def test_exactly_once_in_order_over_partitions_on_both_workers(
         ],
     )
     workers = {citus_cluster.ports[n] for n in NODES[1:]}
-    assert set(_holders(citus_dsn, pushed).values()) == workers  # odds of one worker: 2**-7
+    assert set(_holders(citus_dsn, pushed).values()) == workers  # odds of one worker: 2**-15
 
     lock = threading.Lock()
     delivered: list[tuple[int, int]] = []

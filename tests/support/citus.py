@@ -41,7 +41,10 @@ SETTINGS = {
     "shared_buffers": "32MB",
     "fsync": "off",
     "full_page_writes": "off",
-    "synchronous_commit": "off",
+    # on: a commit is in the kernel's hands when acknowledged, so it survives a node's
+    # process crash (the faults test stops a worker with `immediate`); without fsync that
+    # costs a write per commit, not a flush
+    "synchronous_commit": "on",
     "citus.shard_count": "8",  # 4 shards per worker: plenty to spread partitions
     "citus.log_distributed_deadlock_detection": "off",
     "max_worker_processes": "16",
