@@ -451,6 +451,8 @@ def test_only_one_process_runs_a_service_at_a_time(world: World, migrated_dsn: s
             cur.execute("SELECT pg_advisory_lock(%s)", (lock_key("eviction"),))
         assert a.run_once().status == "locked"
         assert b.run_once(force=True).status == "locked"
+        with holder.cursor() as cur:  # let go now (a closed session's backend does so later)
+            cur.execute("SELECT pg_advisory_unlock(%s)", (lock_key("eviction"),))
     finally:
         holder.close()
     assert len(world.tids(q)) == 5
