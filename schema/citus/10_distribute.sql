@@ -11,7 +11,7 @@
 --   distributed by partition_id in one co-location group (with queen.messages): messages,
 --     partition_consumers, partition_lookup, dead_letter_queue, message_traces, sdk_shards,
 --     sdk_state; so everything one partition owns sits in one shard group on one worker;
---   distributed by their own key: timers (queue_id);
+--   distributed by their own key: timers (queue_id), kv (namespace; with the locks);
 --   everything else stays on the coordinator.
 -- Citus requires the distribution column in every primary key and unique constraint, and a
 -- foreign key between distributed tables to include it: keys that lack partition_id get it.
@@ -170,5 +170,18 @@ BEGIN
             PERFORM create_reference_table(v_table);
         END IF;
     END LOOP;
+END;
+$citus$;
+
+-- Key/value (and the lock permits it holds, namespace 'queen-locks'), distributed by its
+-- namespace: a namespace's keys sit on one node, so a key's read or write, a prefix page
+-- and a lock's slots are each one node's work (schema/functions/65_kv_*.sql, 67_locks.sql
+-- lock rows only by their key). The swept-rows total (kv_totals) stays on the coordinator.
+DO $citus$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition
+                    WHERE logicalrelid = 'queen.kv'::regclass) THEN
+        PERFORM create_distributed_table('queen.kv', 'namespace', colocate_with := 'none');
+    END IF;
 END;
 $citus$;

@@ -1,21 +1,26 @@
 -- KEY/VALUE reads: get, getMany, getPrefix. A row past its expiry is never returned,
--- swept or not (queen._kv_live).
+-- swept or not (queen._kv_live). PL/pgSQL, as every function here that reads queen.kv with
+-- its arguments: Citus cannot plan a SQL function's parameters in a query on a
+-- distributed table.
 
 CREATE OR REPLACE FUNCTION queen._kv_get(p_ns text, p_key text, p_now timestamptz)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT coalesce(
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN coalesce(
         (SELECT jsonb_build_object('op', 'get', 'found', true)
                 || queen._kv_row(k.key, k.value, k.version, k.expires_at, k.updated_at)
            FROM queen.kv k
           WHERE k.namespace = p_ns AND k.key = p_key AND queen._kv_live(k.expires_at, p_now)),
-        jsonb_build_object('op', 'get', 'found', false, 'key', p_key))
+        jsonb_build_object('op', 'get', 'found', false, 'key', p_key));
+END;
 $$;
 
 -- Rows in key order and the keys with no live row, in the order asked: absence is a
 -- datum, not something the caller computes by difference.
 CREATE OR REPLACE FUNCTION queen._kv_get_many(p_ns text, p_keys jsonb, p_now timestamptz)
-RETURNS jsonb LANGUAGE sql STABLE AS $$
-    WITH want AS (
+RETURNS jsonb LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (WITH want AS (
         SELECT w.k, min(w.o) AS o FROM jsonb_array_elements_text(p_keys) WITH ORDINALITY w(k, o)
          GROUP BY w.k
     ), hit AS (
@@ -30,7 +35,8 @@ RETURNS jsonb LANGUAGE sql STABLE AS $$
         'missing', coalesce((SELECT jsonb_agg(to_jsonb(w.k) ORDER BY w.o) FROM want w
                               WHERE NOT EXISTS (SELECT 1 FROM hit h WHERE h.key = w.k)),
                             '[]'::jsonb),
-        'truncated', false)
+        'truncated', false));
+END;
 $$;
 
 -- Upper bound of the byte range of keys starting with p_prefix (NULL: none computable;

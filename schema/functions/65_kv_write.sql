@@ -51,10 +51,10 @@ BEGIN
                                  CASE WHEN v_ver = 0 THEN 'absent' ELSE 'version' END,
                                  CASE WHEN v_ver = 0 THEN NULL ELSE r.value END, v_ver);
     END IF;
-    UPDATE queen.kv SET value = p_value, version = nextval('queen.kv_version_seq'),
+    v_ver := nextval('queen.kv_version_seq');  -- (a variable: Citus refuses nextval in an UPDATE)
+    UPDATE queen.kv SET value = p_value, version = v_ver,
                         expires_at = p_expiry, updated_at = p_now
-     WHERE namespace = p_ns AND key = p_key
-    RETURNING version INTO v_ver;
+     WHERE namespace = p_ns AND key = p_key;
     RETURN queen._kv_verdict(p_op, p_key, true, NULL, p_value, v_ver);
 END;
 $$;
@@ -134,14 +134,15 @@ BEGIN
                                      to_jsonb(trim_scale(v_next - p_delta)), v_ver);
         END IF;
         IF r.key IS NOT NULL THEN
+            -- (the new values in variables: Citus refuses nextval, and a CASE over
+            -- non-immutable values, in an UPDATE of a distributed table)
+            r.expires_at := CASE WHEN v_ver <> 0 THEN r.expires_at ELSE p_expiry END;
+            r.created_at := CASE WHEN v_ver <> 0 THEN r.created_at ELSE p_now END;
+            v_ver := nextval('queen.kv_version_seq');
             UPDATE queen.kv
-               SET value = to_jsonb(trim_scale(v_next)),
-                   version = nextval('queen.kv_version_seq'),
-                   expires_at = CASE WHEN v_ver <> 0 THEN expires_at ELSE p_expiry END,
-                   created_at = CASE WHEN v_ver <> 0 THEN created_at ELSE p_now END,
-                   updated_at = p_now
-             WHERE namespace = p_ns AND key = p_key
-            RETURNING version INTO v_ver;
+               SET value = to_jsonb(trim_scale(v_next)), version = v_ver,
+                   expires_at = r.expires_at, created_at = r.created_at, updated_at = p_now
+             WHERE namespace = p_ns AND key = p_key;
         ELSE
             INSERT INTO queen.kv (namespace, key, value, version, expires_at, created_at, updated_at)
             VALUES (p_ns, p_key, to_jsonb(trim_scale(v_next)),

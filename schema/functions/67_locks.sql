@@ -24,7 +24,9 @@ $$;
 CREATE OR REPLACE FUNCTION queen._lock_held(p_name text, p_limit integer, p_now timestamptz)
 RETURNS TABLE (slot integer, owner jsonb, token bigint, since text, expires_at timestamptz,
                updated_at timestamptz)
-LANGUAGE sql STABLE AS $$
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN QUERY
     SELECT s.slot, coalesce(k.value -> 'owner', 'null'::jsonb), k.version,
            coalesce(k.value ->> 'since', queen._iso_us(k.updated_at)), k.expires_at, k.updated_at
       FROM queen.kv k
@@ -35,7 +37,8 @@ LANGUAGE sql STABLE AS $$
        AND starts_with(k.key, p_name || '#') AND s.slot IS NOT NULL AND s.slot < 1024
        AND (p_limit IS NULL OR s.slot < p_limit)
        AND queen._kv_live(k.expires_at, p_now)
-     ORDER BY s.slot
+     ORDER BY s.slot;
+END;
 $$;
 
 CREATE OR REPLACE FUNCTION queen._lock_brief(p_name text, p_limit integer, p_now timestamptz)
@@ -70,14 +73,17 @@ BEGIN
                 'already', true, '_outcome', 'already');
         END IF;
     END IF;
-    FOR v_slot IN
-        SELECT s FROM generate_series(0, v_limit - 1) s
-         WHERE NOT EXISTS (SELECT 1 FROM queen.kv k WHERE k.namespace = 'queen-locks'
-                              AND k.key = queen._lock_key(v_name, s)
-                              AND queen._kv_live(k.expires_at, p_now))
-         ORDER BY s  -- one order for every caller: a conflict locks the slot's row even when
-                     -- it is not taken, so racing callers in random orders deadlocked
-    LOOP
+    -- Slot by slot, in one order for every caller: a conflict locks the slot's row even
+    -- when it is not taken, so racing callers in random orders deadlocked. (Each slot's
+    -- row is read by its own key: on Citus a statement on one shard.)
+    FOR v_slot IN 0 .. v_limit - 1 LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM queen.kv k WHERE k.namespace = 'queen-locks'
+                                 AND k.key = queen._lock_key(v_name, v_slot)
+                                 AND queen._kv_live(k.expires_at, p_now));
+        -- A row there (expired: the filter above) makes this a take-over (not `xmax <> 0`
+        -- in RETURNING: Citus cannot plan a system column on a distributed table).
+        v_over := EXISTS (SELECT 1 FROM queen.kv k WHERE k.namespace = 'queen-locks'
+                             AND k.key = queen._lock_key(v_name, v_slot));
         INSERT INTO queen.kv AS k (namespace, key, value, version, expires_at, created_at, updated_at)
         VALUES ('queen-locks', queen._lock_key(v_name, v_slot),
                 jsonb_build_object('owner', v_owner), nextval('queen.kv_version_seq'),
@@ -87,7 +93,7 @@ BEGIN
                expires_at = EXCLUDED.expires_at, created_at = EXCLUDED.created_at,
                updated_at = EXCLUDED.updated_at
          WHERE NOT queen._kv_live(k.expires_at, p_now)
-        RETURNING k.version, (k.xmax <> 0) INTO v_token, v_over;
+        RETURNING k.version INTO v_token;
         IF v_token IS NULL AND v_owner IS NOT NULL THEN
             -- Lost the slot: to this owner itself, when an earlier answer was lost?
             SELECT k.version INTO v_token FROM queen.kv k
@@ -138,16 +144,17 @@ BEGIN
         DELETE FROM queen.kv WHERE namespace = 'queen-locks' AND key = r.key;
         RETURN jsonb_build_object('op', v_kind, 'name', v_name, 'released', true, 'slot', v_slot);
     END IF;
+    -- (the new values in variables: Citus refuses nextval and non-immutable expressions in
+    -- an UPDATE of a distributed table)
+    r.value := CASE WHEN jsonb_typeof(r.value) = 'object'
+                    THEN r.value || jsonb_build_object('since',
+                             coalesce(r.value ->> 'since', queen._iso_us(r.updated_at)))
+                    ELSE r.value END;
+    r.expires_at := p_now + make_interval(secs => (p_op ->> 'ttlSeconds')::double precision);
+    v_token := nextval('queen.kv_version_seq');
     UPDATE queen.kv
-       SET value = CASE WHEN jsonb_typeof(value) = 'object'
-                        THEN value || jsonb_build_object('since',
-                                 coalesce(value ->> 'since', queen._iso_us(updated_at)))
-                        ELSE value END,
-           version = nextval('queen.kv_version_seq'),
-           expires_at = p_now + make_interval(secs => (p_op ->> 'ttlSeconds')::double precision),
-           updated_at = p_now
-     WHERE namespace = 'queen-locks' AND key = r.key
-    RETURNING version INTO v_token;
+       SET value = r.value, version = v_token, expires_at = r.expires_at, updated_at = p_now
+     WHERE namespace = 'queen-locks' AND key = r.key;
     RETURN jsonb_build_object('op', v_kind, 'name', v_name, 'renewed', true, 'slot', v_slot,
                               'token', v_token, 'guard', queen._lock_guard(v_name, v_slot, v_token));
 END;

@@ -4,24 +4,35 @@
 -- flight may be resurrecting one).
 
 -- Delete at most p_limit expired rows; how many went (also added to queen.kv_totals).
+-- The candidates are read first, then each deleted by its key when no writer holds it:
+-- on Citus kv is distributed by namespace, and only a statement on one shard may lock rows.
 CREATE OR REPLACE FUNCTION queen.kv_sweep_v1(p_limit integer)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 AS $$
-    WITH doomed AS (
-        SELECT namespace, key FROM queen.kv
-         WHERE expires_at <= now()
-         ORDER BY expires_at
-         LIMIT p_limit
-           FOR UPDATE SKIP LOCKED
-    ), gone AS (
-        DELETE FROM queen.kv k USING doomed d
-         WHERE k.namespace = d.namespace AND k.key = d.key AND k.expires_at <= now()
-        RETURNING 1
-    ), counted AS (
-        UPDATE queen.kv_totals SET expired = expired + (SELECT count(*) FROM gone) RETURNING 1
-    )
-    SELECT count(*)::integer FROM gone
+DECLARE
+    v_gone integer := 0;
+    v_one  integer;
+    c      record;
+BEGIN
+    FOR c IN SELECT k.namespace, k.key FROM queen.kv k
+              WHERE k.expires_at <= now()
+              ORDER BY k.expires_at
+              LIMIT p_limit
+    LOOP
+        DELETE FROM queen.kv k
+         WHERE k.namespace = c.namespace AND k.key = c.key AND k.expires_at <= now()
+           AND (k.namespace, k.key) = (SELECT x.namespace, x.key FROM queen.kv x
+                                        WHERE x.namespace = c.namespace AND x.key = c.key
+                                          FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS v_one = ROW_COUNT;
+        v_gone := v_gone + v_one;
+    END LOOP;
+    IF v_gone > 0 THEN
+        UPDATE queen.kv_totals SET expired = expired + v_gone;
+    END IF;
+    RETURN v_gone;
+END;
 $$;
 
 -- The numbers of /metrics and the dashboard: live keys (exact up to 100,000, then the
