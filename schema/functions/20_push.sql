@@ -289,6 +289,36 @@ BEGIN
           INTO v_pshift
           FROM jsonb_array_elements(v_pairs) pr;
     END IF;
+    -- One item (most pushes): INSERT ... VALUES, which Citus routes to the partition's
+    -- shard; an INSERT ... SELECT from the items is planned there through intermediate
+    -- results even on the shard's own node (3.4 ms of a 7.5 ms delegated push).
+    IF jsonb_array_length(p_items) = 1 AND v_shift IS NOT NULL THEN
+        DECLARE
+            e     jsonb := p_items -> 0;
+            r_id  bigint;
+            r_pid uuid;
+            r_tid uuid;
+            r_txn text;
+        BEGIN
+            INSERT INTO queen.messages
+                   (id, transaction_id, partition_id, payload, trace_id, producer_sub,
+                    is_encrypted, created_at, partition_offset, trace_context)
+            OVERRIDING SYSTEM VALUE
+            VALUES (nextval('queen.messages_id_seq'::regclass),
+                    coalesce(e ->> 'transactionId', gen_random_uuid()::text),
+                    (v_map -> (e ->> 'queue')
+                           ->> coalesce(nullif(e ->> 'partition', ''), 'Default'))::uuid,
+                    coalesce(e -> 'payload', 'null'::jsonb), queen._try_uuid(e ->> 'traceId'),
+                    nullif(e ->> 'producerSub', ''),
+                    coalesce(e -> 'isEncrypted' = 'true'::jsonb, false), v_ts, v_shift,
+                    e -> 'traceContext')
+            RETURNING id, partition_id, trace_id, transaction_id
+                 INTO r_id, r_pid, r_tid, r_txn;
+            v_result := json_build_array(json_build_array(
+                'queued', r_id::text, r_pid, r_tid, NULL, NULL,
+                CASE WHEN v_gen AND e ->> 'transactionId' IS NULL THEN r_txn END));
+        END;
+    ELSE
     WITH ins AS (
         INSERT INTO queen.messages
                (id, transaction_id, partition_id, payload, trace_id, producer_sub,
@@ -326,6 +356,7 @@ BEGIN
                     - coalesce(v_shift, (v_pshift ->> ins.partition_id::text)::bigint))::integer
                        AS idx
               FROM ins) r;
+    END IF;
     IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
         PERFORM queen._wake(jsonb_build_object(
                     'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
