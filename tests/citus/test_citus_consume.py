@@ -3,7 +3,7 @@
 workers, in order per partition, never two consumers on one partition; retries that reach
 the dead-letter queue; a transaction's ack and push on two workers committed or rolled
 back as a whole; and a pop, an ack and a renewal of one partition each one delegated call
-on the worker that holds the partition (queen.pop_partition_v1, ack_partition_v1,
+on the worker that holds the partition (queen.pop_partition_v1, ack_partition_v2,
 renew_partition_v1; schema/citus/40_delegate.sql)."""
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ def test_one_partition_operations_are_one_call_on_the_worker_that_holds_it(
         _sql(coordinator, f'ALTER DATABASE "{dbname}" RESET log_min_messages')
     # the server knew the partition from the push's answer: every pop of it delegated
     assert _remote_calls(text, "pop_partition_v1") == [(pid, holder), (pid, holder)]
-    assert _remote_calls(text, "ack_partition_v1") == [(pid, holder)]
+    assert _remote_calls(text, "ack_partition_v2") == [(pid, holder)]
     assert _remote_calls(text, "renew_partition_v1") == [(pid, holder)]
 
 
@@ -393,8 +393,8 @@ def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
         assert ports == {holder}
         del conn.notices[:]
         cur.execute(
-            "SELECT queen.ack_partition_v1(%s::uuid, %s::jsonb)",
-            (pid, psycopg2.extras.Json({"acks": _acks(popped["messages"])})),
+            "SELECT queen.ack_partition_v2(%s::uuid, %s::text)",
+            (pid, json.dumps({"acks": _acks(popped["messages"])})),
         )
         acked = json.loads(cur.fetchone()[0])  # type: ignore[index]
         assert all(x["success"] for x in acked["results"])
