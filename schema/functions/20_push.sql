@@ -131,6 +131,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
                 WHERE pr ->> 0 <> ''
                   AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)) THEN
+        PERFORM queen._definitions_lock();
         INSERT INTO queen.queues (name, namespace, task)
         SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
           FROM jsonb_array_elements(v_pairs) pr
@@ -145,6 +146,7 @@ BEGIN
                  JOIN queen.queues q ON q.name = pr ->> 0
                 WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
                                    WHERE p.queue_id = q.id AND p.name = pr ->> 1)) THEN
+        PERFORM queen._definitions_lock();
         INSERT INTO queen.partitions (queue_id, name)
         SELECT q.id, pr ->> 1
           FROM jsonb_array_elements(v_pairs) pr
@@ -664,6 +666,7 @@ BEGIN
     SELECT p.id INTO v_id FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
      WHERE q.name = p_queue AND p.name = p_partition;
     IF v_id IS NULL THEN
+        PERFORM queen._definitions_lock();
         INSERT INTO queen.queues (name, namespace, task)
         VALUES (p_queue, queen._queue_namespace(p_queue), queen._queue_task(p_queue))
         ON CONFLICT (name) DO NOTHING;
