@@ -648,18 +648,25 @@ CREATE OR REPLACE FUNCTION queen.stream_list_v1(p_namespace text) RETURNS jsonb
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     s        queen.streams;
+    v_ids    uuid[];
+    v_groups jsonb;
+    v_leases jsonb;
     v_out    jsonb := '[]';
-    v_groups bigint;
-    v_leases bigint;
 BEGIN
-    FOR s IN SELECT * FROM queen.streams
-              WHERE p_namespace IS NULL OR namespace = p_namespace ORDER BY name LOOP
-        SELECT count(DISTINCT o.consumer_group) INTO v_groups
-          FROM queen.stream_consumer_offsets o WHERE o.stream_id = s.id;
-        SELECT count(*) INTO v_leases
-          FROM queen.stream_leases l WHERE l.stream_id = s.id AND l.lease_expires_at > now();
+    v_ids := ARRAY(SELECT id FROM queen.streams
+                    WHERE p_namespace IS NULL OR namespace = p_namespace);
+    SELECT jsonb_object_agg(g.stream_id, g.n) INTO v_groups
+      FROM (SELECT o.stream_id, count(DISTINCT o.consumer_group) AS n
+              FROM queen.stream_consumer_offsets o
+             WHERE o.stream_id = ANY (v_ids) GROUP BY o.stream_id) g;
+    SELECT jsonb_object_agg(a.stream_id, a.n) INTO v_leases
+      FROM (SELECT l.stream_id, count(*) AS n FROM queen.stream_leases l
+             WHERE l.stream_id = ANY (v_ids) AND l.lease_expires_at > now()
+             GROUP BY l.stream_id) a;
+    FOR s IN SELECT * FROM queen.streams WHERE id = ANY (v_ids) ORDER BY name LOOP
         v_out := v_out || jsonb_build_array(queen._stream_json(s) || jsonb_build_object(
-                     'consumerGroups', v_groups, 'activeLeases', v_leases));
+                     'consumerGroups', coalesce(v_groups -> s.id::text, '0'),
+                     'activeLeases', coalesce(v_leases -> s.id::text, '0')));
     END LOOP;
     RETURN v_out;
 END;
