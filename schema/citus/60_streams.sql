@@ -5,15 +5,16 @@
 --
 -- queen.stream_consumer_offsets (a group's offset per key) and queen.stream_leases (the
 -- window a key has out) are distributed by stream_id in one co-location group of their
--- own: everything of one stream sits in one shard group on one worker, so the statements
--- of a poll, an ack, a renewal or a seek (schema/functions/97_streams.sql), which all name
--- the stream, are each routed to that worker. Their keys lead with stream_id (migration
--- 0023: a lease is (stream_id, lease_id), and a lease id carries its stream's id, so an ack
--- that names only the lease finds the stream in the reference table first). The foreign
--- keys come back as Citus keeps them: to the reference tables (a stream or a source
--- partition deleted deletes its offsets, on every worker) and between the two co-located
--- tables on (stream_id, consumer_group, stream_key). (Sequential: a foreign key added to a
--- distributed table after it was placed in the same transaction must see its shards.)
+-- own: everything of one stream's state sits in one shard group on one worker, and each
+-- statement of a poll, ack, renewal, release or seek on it (schema/functions/97_streams.sql)
+-- names the stream, so it is routed to that worker. Their keys lead with stream_id
+-- (migration 0023: a lease is (stream_id, lease_id); a lease id starts with its stream
+-- id's first 8 bytes, queen._stream_lease_id, so an ack that names only the lease finds
+-- the stream in the reference table first). The foreign keys come back as Citus keeps
+-- them: to the reference tables (a stream or a source partition deleted deletes its
+-- offsets, on every worker) and between the two co-located tables on (stream_id,
+-- consumer_group, stream_key). Sequential: after the placement has copied the rows over
+-- the shards in parallel, the same transaction may not add the keys otherwise.
 
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';
 
