@@ -461,6 +461,29 @@ def test_renew_extends_a_live_lease_only(pg_conn: Conn) -> None:
     assert call(pg_conn, "stream_renew_v1", {"leaseId": w["leaseId"], "extendMs": 1000}) is None
 
 
+def test_a_lease_id_carries_its_stream(pg_conn: Conn) -> None:
+    """The stream's offsets and leases are keyed by the stream first (on Citus distributed
+    by it): a lease id starts with its stream id's first 8 bytes, and an ack, renewal or
+    release finds the stream by them."""
+    b = base()
+    queue(pg_conn, "cq")
+    put(pg_conn, "cq", b + 100, "a")
+    put(pg_conn, "cq", b + 5000, "mark")
+    one = define(pg_conn, "cs1", ["cq"], window_duration_ms=1000)["stream"]["id"]
+    other = define(pg_conn, "cs2", ["cq"], window_duration_ms=1000)["stream"]["id"]
+    proposed = str(uuid.uuid4())
+    req = {"idx": 0, "stream": "cs1", "consumerGroup": "g", "leaseId": proposed}
+    [res] = call(pg_conn, "stream_poll_v1", {"requests": [req], "stopOnEmpty": True})
+    lease = res["window"]["leaseId"]
+    assert lease == one[:19] + proposed[19:]
+    assert uuid.UUID(lease).version == 4
+    elsewhere = other[:19] + proposed[19:]  # the same random part under another stream
+    assert ack(pg_conn, elsewhere).get("error") == "invalid_lease"
+    assert call(pg_conn, "stream_renew_v1", {"leaseId": elsewhere, "extendMs": 1000}) is None
+    assert call(pg_conn, "stream_release_v1", {"leaseIds": [elsewhere, proposed]}) == 0
+    assert ack(pg_conn, lease)["success"] is True
+
+
 def ms_of_us(iso: str) -> float:
     return (datetime.fromisoformat(iso) - EPOCH) / timedelta(milliseconds=1)
 
