@@ -484,6 +484,29 @@ def test_a_lease_id_carries_its_stream(pg_conn: Conn) -> None:
     assert ack(pg_conn, lease)["success"] is True
 
 
+def test_a_lease_handed_out_before_its_id_carried_its_stream_is_still_acked(
+    pg_conn: Conn,
+) -> None:
+    """A lease whose id does not start with its stream's (handed out before migration 0023)
+    is found among the leases: it can still be renewed and acked."""
+    b = base()
+    queue(pg_conn, "oq")
+    put(pg_conn, "oq", b + 100, "a")
+    put(pg_conn, "oq", b + 5000, "mark")
+    define(pg_conn, "os1", ["oq"], window_duration_ms=1000)
+    req = {"idx": 0, "stream": "os1", "consumerGroup": "g", "leaseId": str(uuid.uuid4())}
+    [res] = call(pg_conn, "stream_poll_v1", {"requests": [req], "stopOnEmpty": True})
+    old = str(uuid.uuid4())
+    with pg_conn.cursor() as cur:
+        cur.execute(
+            "UPDATE queen.stream_leases SET lease_id = %s WHERE lease_id = %s",
+            (old, res["window"]["leaseId"]),
+        )
+    assert call(pg_conn, "stream_renew_v1", {"leaseId": old, "extendMs": 1000}) is not None
+    assert ack(pg_conn, old)["success"] is True
+    assert ack(pg_conn, str(uuid.uuid4())).get("error") == "invalid_lease"
+
+
 def ms_of_us(iso: str) -> float:
     return (datetime.fromisoformat(iso) - EPOCH) / timedelta(milliseconds=1)
 
