@@ -10,9 +10,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psycopg2
 import psycopg2.errors
 import psycopg2.extensions
@@ -21,6 +24,7 @@ import pytest
 from queen_threads import migrate
 from queen_threads.embedded import free_port
 from tests.support.citus import CitusCluster
+from tests.support.server import ServerProcess
 
 DATABASE = "queen_rebalance"
 PARTITIONS = 16
@@ -202,3 +206,137 @@ def test_a_third_worker_takes_shards_while_messages_are_written(cluster: Growing
     assert set(rows) == set(stored)
     assert set(rows.values()) == {1}
     conn.close()
+
+
+class Producer(threading.Thread):
+    """Single-message pushes through the server, partition by partition; keeps the
+    transaction ids the server accepted (stored, or buffered for a replay). A push answered
+    5xx is sent again with the same transactionId, as a client does: while a shard moves,
+    the server answered some with 500 ("failure on connection marked as essential",
+    "server closed the connection unexpectedly"; docs/scaling.md)."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.accepted: list[str] = []
+        self.refused: list[str] = []
+        self.failures: list[str] = []  # 5xx answers, each sent again
+        self.retried = 0
+        self.stop = threading.Event()
+        self.every_partition = threading.Event()  # each partition took two messages
+
+    def run(self) -> None:
+        with httpx.Client(base_url=self.url, timeout=30) as client:
+            n = 0
+            while not self.stop.is_set():
+                tx = str(uuid.UUID(int=n + 1, version=4))
+                item = {"queue": self.queue, "partition": f"p{n % PARTITIONS}",
+                        "payload": {"n": n}, "transactionId": tx}  # fmt: skip
+                r = client.post("/api/v1/push", json={"items": [item]})
+                status = r.json()[0].get("status") if r.status_code == 201 else None
+                if status in ("queued", "buffered"):
+                    self.accepted.append(tx)
+                    if len(self.accepted) >= 2 * PARTITIONS:
+                        self.every_partition.set()
+                elif r.status_code >= 500 and self.retried < 1000:
+                    # as a client does: the same item again (its transactionId dedups)
+                    self.retried += 1
+                    self.failures.append(f"{r.status_code}: {r.text[:200]}")
+                    continue
+                else:
+                    self.refused.append(f"{r.status_code}: {r.text[:200]}")
+                n += 1
+
+
+class Consumer(threading.Thread):
+    """Pops (batch 50, long polls of 1 s) and acks each batch through the server until
+    stopped and, once stopped, every id of `wanted` arrived (or the deadline). A pop or an
+    ack the server answers 503 (the database busy while a shard moves) is sent again."""
+
+    def __init__(self, url: str, queue: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.queue = url, queue
+        self.got: list[str] = []
+        self.wanted: set[str] = set()
+        self.stop = threading.Event()
+        self.deadline = float("inf")
+        self.error: BaseException | None = None
+        self.ack_retries = 0
+
+    def done(self) -> bool:
+        return self.stop.is_set() and (
+            self.wanted <= set(self.got) or time.monotonic() > self.deadline
+        )
+
+    def run(self) -> None:
+        try:
+            with httpx.Client(base_url=self.url, timeout=30) as client:
+                while not self.done():
+                    self._round(client)
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def _round(self, client: httpx.Client) -> None:
+        params: dict[str, str | int] = {"batch": 50, "wait": "true", "timeout": 1000}
+        r = client.get(f"/api/v1/pop/queue/{self.queue}", params=params)
+        if r.status_code != 200:
+            assert r.status_code in (204, 503), r.text
+            return
+        messages = [m for m in r.json().get("messages") or [] if m]
+        acks = [
+            {"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+             "leaseId": m.get("leaseId"), "status": "completed"}
+            for m in messages
+        ]  # fmt: skip
+        # an ack answered 503 (a node's connection dropped while a shard moved) is sent
+        # again with its leases, as a client does
+        deadline = time.monotonic() + 30
+        while True:
+            a = client.post("/api/v1/ack/batch", json={"acknowledgments": acks})
+            if a.status_code != 503 or time.monotonic() > deadline:
+                break
+            self.ack_retries += 1
+        assert a.status_code == 200 and all(x.get("success") for x in a.json()), a.text
+        self.got += [m["transactionId"] for m in messages]
+
+
+def test_the_server_serves_while_a_third_worker_takes_shards(cluster: GrowingCluster) -> None:
+    """The same growth under the real server: pushes and pops + acks over HTTP go on while
+    the shards move; every accepted push is delivered exactly once."""
+    dsn = cluster.create_database(DATABASE)
+    migrate.migrate(dsn)
+    queue = "grow-http"
+    with ServerProcess(dsn, workers=1) as srv:
+        producer, consumer = Producer(srv.url, queue), Consumer(srv.url, queue)
+        producer.start()
+        consumer.start()
+        try:
+            # the queue's partitions exist before the node is added (a push that creates a
+            # partition writes the reference tables: see docs/scaling.md)
+            assert producer.every_partition.wait(60)
+            port = cluster.start_worker("worker3", DATABASE)
+            conn = _autocommit(dsn)
+            cur = conn.cursor()
+            cur.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
+            accepted_before = len(producer.accepted)
+            received_before = len(consumer.got)
+            cur.execute("SELECT citus_rebalance_start()")
+            cur.execute("SELECT citus_rebalance_wait()")
+            cur.execute("SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1")
+            assert cur.fetchone() == ("finished",)
+            assert port in _workers_of(cur, "queen.messages")
+            conn.close()
+        finally:
+            producer.stop.set()
+            producer.join(timeout=60)
+            # buffered pushes are replayed by the server: the consumer waits for all of them
+            consumer.wanted = set(producer.accepted)
+            consumer.deadline = time.monotonic() + 120
+            consumer.stop.set()
+            consumer.join(timeout=180)
+    assert consumer.error is None, consumer.error
+    assert producer.refused == []
+    assert len(producer.accepted) > accepted_before  # pushes went on during the moves
+    assert len(consumer.got) > received_before  # and pops + acks
+    assert set(consumer.got) == set(producer.accepted)
+    assert len(consumer.got) == len(set(consumer.got))  # nothing twice
