@@ -29,19 +29,13 @@ from queen_threads.db.connect import (
     Params,
     PoolConfig,
     is_connection_error,
+    raised_on_worker,
     translate,
 )
 from queen_threads.db.pool import Pool
 
 Fetch = Literal["rowcount", "row", "rows"]
 FEATURE_NOT_SUPPORTED = "0A000"
-CITUS_REMOTE = "while executing command on"
-
-
-def raised_on_worker(exc: psycopg2.Error) -> bool:
-    """The error came from a Citus worker node (its context names the command sent there)."""
-    context = getattr(exc.diag, "context", None) or ""
-    return CITUS_REMOTE in context
 
 
 def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch, prefix: str = "") -> Any:

@@ -30,3 +30,60 @@ def test_another_internal_error_stays_a_database_error() -> None:
     exc = _Internal("could not create distributed plan")
     error = translate(exc)
     assert isinstance(error, DatabaseError) and not isinstance(error, DatabaseUnavailable)
+
+
+class _Diag:
+    def __init__(self, context: str | None) -> None:
+        self.context = context
+
+
+class _Coded(psycopg2.Error):
+    """An error as the coordinator relays it: its SQLSTATE, text and context."""
+
+    def __init__(self, code: str, message: str, context: str | None = None) -> None:
+        super().__init__(message)
+        self._code, self._message, self._diag = code, message, _Diag(context)
+
+    @property
+    def pgcode(self) -> str:  # type: ignore[override]
+        return self._code
+
+    @property
+    def pgerror(self) -> str:  # type: ignore[override]
+        return f"ERROR:  {self._message}\n"
+
+    @property
+    def diag(self) -> _Diag:  # type: ignore[override]
+        return self._diag
+
+
+ON_WORKER = "while executing command on 127.0.0.1:5433"
+
+
+def test_a_worker_link_lost_mid_statement_is_unavailable() -> None:
+    """libpq's texts, relayed by Citus as XX000 when the worker gave no SQLSTATE (a worker
+    backend gone while a shard moved or a node restarted)."""
+    for text in (
+        "server closed the connection unexpectedly\n\tThis probably means the server "
+        "terminated abnormally",
+        "connection not open",
+        "could not receive data from server: Connection reset by peer",
+        "connection to the remote node postgres@127.0.0.1:5433 failed with the following "
+        "error: connection not open",
+    ):
+        assert isinstance(translate(_Coded("XX000", text, ON_WORKER)), DatabaseUnavailable), text
+
+
+def test_a_shard_placement_dropped_by_a_move_is_unavailable() -> None:
+    exc = _Coded("42P01", 'relation "queen.messages_102009" does not exist', ON_WORKER)
+    assert isinstance(translate(exc), DatabaseUnavailable)
+
+
+def test_a_missing_relation_otherwise_stays_a_database_error() -> None:
+    for exc in (
+        _Coded("42P01", 'relation "queen.messages_102009" does not exist'),  # not a worker's
+        _Coded("42P01", 'relation "queen.no_such_table" does not exist', ON_WORKER),
+        _Coded("42883", "function queen.nope(uuid) does not exist", ON_WORKER),
+    ):
+        error = translate(exc)
+        assert isinstance(error, DatabaseError) and not isinstance(error, DatabaseUnavailable)
