@@ -27,6 +27,8 @@ Params = Sequence[Any] | dict[str, Any] | None
 
 # SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
 _UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
+# Citus cannot (re)open its connection to a worker (SQLSTATE 08006, or XX000 when relayed).
+_CITUS_REMOTE_NODE_FAILED = "connection to the remote node"
 # A Citus coordinator relays a failure of its connection to a worker node (the node went
 # away, restarted, or a backend there ended) as an internal error (XX000) when libpq gave it
 # no SQLSTATE: the text is libpq's or Citus's own. Seen while a node was stopped under load
@@ -38,7 +40,7 @@ _CITUS_LINK_LOST = (
     "no connection to the server",
     "could not receive data from server",
     "could not send data to server",
-    "connection to the remote node",
+    _CITUS_REMOTE_NODE_FAILED,
     "lost connection to",
     "ssl syscall error",
 )
@@ -136,12 +138,24 @@ def translate(exc: BaseException) -> Exception:
 
 def citus_link_lost(exc: BaseException) -> bool:
     """A Citus coordinator lost its connection to a worker node mid-statement and said so
-    as an internal error (XX000, or no code): libpq's or Citus's text, not a SQLSTATE."""
-    code = getattr(exc, "pgcode", None) or ""
-    if code not in ("", "XX000") or not isinstance(exc, psycopg2.Error):
+    as an internal error (XX000): libpq's or Citus's text, not a SQLSTATE. (The same text
+    without a code is the driver's own: this process's connection is gone.)"""
+    if getattr(exc, "pgcode", None) != "XX000" or not isinstance(exc, psycopg2.Error):
         return False
     line = _first_line(exc).lower()
     return any(text in line for text in _CITUS_LINK_LOST)
+
+
+def from_worker_link(exc: BaseException) -> bool:
+    """The error is about a Citus coordinator's link to a worker (or was raised on a
+    worker), relayed over a connection to the coordinator that is itself fine."""
+    if not isinstance(exc, psycopg2.Error) or not getattr(exc, "pgcode", None):
+        return False
+    return (
+        citus_link_lost(exc)
+        or raised_on_worker(exc)
+        or _first_line(exc).startswith(_CITUS_REMOTE_NODE_FAILED)
+    )
 
 
 def shard_placement_gone(exc: BaseException) -> bool:
@@ -170,6 +184,8 @@ def is_connection_error(exc: BaseException) -> bool:
         return False
     if not isinstance(translate(exc), DatabaseUnavailable):
         return False
+    if from_worker_link(exc):
+        return False  # a worker's link broke, not this one (while a shard moves: often)
     code = getattr(exc, "pgcode", None) or ""
     return not code or code[:2] in _UNAVAILABLE_CLASSES
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psycopg2
 
-from queen_threads.db.connect import translate
+from queen_threads.db.connect import from_worker_link, is_connection_error, translate
 from queen_threads.errors import DatabaseError, DatabaseUnavailable
 
 
@@ -87,3 +87,29 @@ def test_a_missing_relation_otherwise_stays_a_database_error() -> None:
     ):
         error = translate(exc)
         assert isinstance(error, DatabaseError) and not isinstance(error, DatabaseUnavailable)
+
+
+def test_a_worker_link_keeps_the_coordinator_connection_and_the_pool() -> None:
+    """A relayed failure of a worker's link discards that session only (statements.py), not
+    the pool's idle connections: the link to the coordinator answered."""
+    for exc in (
+        _Coded("XX000", "server closed the connection unexpectedly", ON_WORKER),
+        _Coded("XX000", "failure on connection marked as essential: 127.0.0.1:5433"),
+        _Coded(
+            "08006",
+            "connection to the remote node postgres@127.0.0.1:5433 failed with "
+            "the following error: connection not open",
+        ),
+        _Coded("57P01", "terminating connection due to administrator command", ON_WORKER),
+    ):
+        assert from_worker_link(exc) and not is_connection_error(exc), exc
+
+
+def test_this_process_losing_the_coordinator_is_a_connection_error() -> None:
+    """The driver's own text has no SQLSTATE: this connection is gone (flush the pool)."""
+    exc = psycopg2.OperationalError("server closed the connection unexpectedly")
+    assert not from_worker_link(exc)
+    assert is_connection_error(exc)
+    assert isinstance(translate(exc), DatabaseUnavailable)
+    shutdown = _Coded("57P01", "terminating connection due to administrator command")
+    assert not from_worker_link(shutdown) and is_connection_error(shutdown)
