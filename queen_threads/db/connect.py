@@ -46,8 +46,12 @@ _CITUS_LINK_LOST = (
 )
 # A statement that reached a shard placement a move had just dropped (citus_rebalance_start:
 # the old placement goes once the move has committed): `relation "queen.messages_102008"
-# does not exist`, raised on a worker. The same statement finds the new placement again.
+# does not exist`, raised on a worker; a write planned against the shard's old metadata
+# says `could not find valid entry for shard 102008` (XX000). (Both are what Citus's own
+# developers show for a statement racing a shard's removal: citusdata/citus#6029.) The same
+# statement finds the new placement again.
 _SHARD_RELATION_GONE = re.compile(r'^relation "[^"]+_[0-9]+" does not exist')
+_SHARD_ENTRY_GONE = ("could not find valid entry for shard", "could not find any shard placements")
 
 # TCP keepalives on every connection the project opens (pool, LISTEN, background sessions,
 # migrations): a link that died without a FIN or RST (a host or NAT that vanished) is
@@ -126,7 +130,7 @@ def translate(exc: BaseException) -> Exception:
         if citus_link_lost(exc):
             # a Citus node the statement needed went away (Citus gives it no SQLSTATE)
             return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
-        if code == "42P01" and shard_placement_gone(exc):
+        if shard_metadata_changed(exc):
             return DatabaseUnavailable(f"database busy (a shard moved): {_first_line(exc)}")
         if code.startswith("22") or code in ("23514", "P0002"):
             return ValidationError(_first_line(exc))
@@ -146,6 +150,15 @@ def citus_link_lost(exc: BaseException) -> bool:
     return any(text in line for text in _CITUS_LINK_LOST)
 
 
+def shard_metadata_changed(exc: BaseException) -> bool:
+    """A statement raced a Citus shard move: it reached a placement the move had just
+    dropped, or metadata that no longer names the shard."""
+    code = getattr(exc, "pgcode", None)
+    if code == "42P01":
+        return raised_on_worker(exc) and _SHARD_RELATION_GONE.match(_first_line(exc)) is not None
+    return code == "XX000" and _first_line(exc).startswith(_SHARD_ENTRY_GONE)
+
+
 def from_worker_link(exc: BaseException) -> bool:
     """The error is about a Citus coordinator's link to a worker (or was raised on a
     worker), relayed over a connection to the coordinator that is itself fine."""
@@ -156,11 +169,6 @@ def from_worker_link(exc: BaseException) -> bool:
         or raised_on_worker(exc)
         or _first_line(exc).startswith(_CITUS_REMOTE_NODE_FAILED)
     )
-
-
-def shard_placement_gone(exc: BaseException) -> bool:
-    """A worker ran a statement on a shard placement a Citus move had just dropped."""
-    return raised_on_worker(exc) and _SHARD_RELATION_GONE.match(_first_line(exc)) is not None
 
 
 def raised_on_worker(exc: BaseException) -> bool:

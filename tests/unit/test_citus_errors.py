@@ -75,8 +75,11 @@ def test_a_worker_link_lost_mid_statement_is_unavailable() -> None:
 
 
 def test_a_shard_placement_dropped_by_a_move_is_unavailable() -> None:
-    exc = _Coded("42P01", 'relation "queen.messages_102009" does not exist', ON_WORKER)
-    assert isinstance(translate(exc), DatabaseUnavailable)
+    for exc in (
+        _Coded("42P01", 'relation "queen.messages_102009" does not exist', ON_WORKER),
+        _Coded("XX000", "could not find valid entry for shard 102009"),
+    ):
+        assert isinstance(translate(exc), DatabaseUnavailable), exc
 
 
 def test_a_missing_relation_otherwise_stays_a_database_error() -> None:
