@@ -32,6 +32,7 @@ DATABASE = "queen_rebalance"
 PARTITIONS = 16
 WRITERS = 2
 SPARE = "worker3"  # the node the tests add
+CUT_EVERY_S = 1.5
 
 
 class GrowingCluster(CitusCluster):
@@ -55,8 +56,11 @@ class GrowingCluster(CitusCluster):
         super()._write_settings(data, port)
         with (data / "postgresql.auto.conf").open("a") as f:
             # 2 shards per worker: each move of a shard group is a logical replication of
-            # its own (about 10 s here); a third worker still takes some of them
-            f.write("wal_level = logical\ncitus.shard_count = 4\n")
+            # its own (about 6 s here); a third worker still takes some of them
+            f.write("wal_level = logical\ncitus.shard_count = 4\n"
+                    # a distributed transaction whose link to a worker is cut (LinkCutter)
+                    # after PREPARE holds its locks there until recovered: soon, here
+                    "citus.recover_2pc_interval = 1000\n")  # fmt: skip
 
     def start_worker(self, node: str, database: str) -> int:
         """A new PostgreSQL with the extension in `database` (not registered yet); its port."""
@@ -81,13 +85,14 @@ class GrowingCluster(CitusCluster):
         return self.ports[node]
 
     def stop(self, mode: str = "immediate") -> None:
+        added = [
+            self._spawn("pg_ctl", "-D", str(self._data(node)), "-m", mode, "-w", "stop")
+            for node in self.added
+            if (self._data(node) / "postmaster.pid").exists()
+        ]  # beside the others'
         super().stop(mode)
-        for node in self.added:
-            data = self._data(node)
-            if (data / "postmaster.pid").exists():
-                self._spawn("pg_ctl", "-D", str(data), "-m", mode, "-w", "stop").communicate(
-                    timeout=60
-                )
+        for proc in added:
+            proc.communicate(timeout=60)
 
 
 def _autocommit(dsn: str) -> psycopg2.extensions.connection:
@@ -318,13 +323,60 @@ class Consumer(threading.Thread):
         self.got += [m["transactionId"] for m in messages]
 
 
+class LinkCutter(threading.Thread):
+    """While the shards move, every CUT_EVERY_S ends the workers' backends that serve the
+    server's coordinator sessions (`pg_terminate_backend`, as a worker restart or a network
+    cut would): the statements in flight fail on the coordinator with Citus's relayed
+    errors, so the server's answers to them are exercised under the moves. The rebalancer's
+    own connections (other global pids) are left alone."""
+
+    def __init__(self, cluster: GrowingCluster, dsn: str) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.dsn = cluster, dsn
+        self.cut = 0
+        self.stop = threading.Event()
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        coordinator = _autocommit(self.dsn)
+        try:
+            while not self.stop.wait(CUT_EVERY_S):
+                with coordinator.cursor() as cur:
+                    cur.execute(
+                        "SELECT DISTINCT global_pid FROM citus_stat_activity"
+                        " WHERE application_name LIKE 'queen-threads:%%'"
+                    )
+                    names = [f"citus_internal gpid={g}" for (g,) in cur.fetchall()]
+                for node in ("worker1", "worker2", *self.cluster.added):
+                    self.cut += self._cut(node, names)
+        except psycopg2.Error as exc:
+            self.errors.append(str(exc))
+        finally:
+            coordinator.close()
+
+    def _cut(self, node: str, names: list[str]) -> int:
+        conn = _autocommit(self.cluster.dsn(node, DATABASE))
+        try:
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))"
+                    " FROM pg_stat_activity WHERE application_name = ANY (%s)",
+                    (names,),
+                )
+                row = cur.fetchone()
+                return int(row[0]) if row else 0
+        finally:
+            conn.close()
+
+
 def test_the_server_serves_while_a_third_worker_takes_shards(
     cluster: GrowingCluster, tmp_path: Path
 ) -> None:
     """The same growth under the real server: pushes and pops + acks over HTTP go on while
-    the shards move. No answer is a 500 (a worker's connection lost during a move is "database
-    unavailable": a push goes to the failover buffer, a pop or an ack answers 503); every
-    accepted push is delivered, and none twice after its ack."""
+    the shards move, and the server's links to the workers are cut meanwhile (LinkCutter).
+    No answer is a 500 (a worker's connection lost during a move is "database unavailable":
+    a push goes to the failover buffer, a pop or an ack answers 503); every accepted push is
+    delivered, and none twice after its ack."""
     dsn = cluster.create_database(DATABASE)
     migrate.migrate(dsn)
     queue = "grow-http"
@@ -335,19 +387,27 @@ def test_the_server_serves_while_a_third_worker_takes_shards(
         assert r.status_code == 200, r.text
         producer, consumer = Producer(srv.url, queue), Consumer(srv.url, queue)
         producer.start()
-        consumer.start()
         try:
-            # the queue's partitions exist before the node is added (a push that creates a
-            # partition writes the reference tables: see docs/scaling.md)
+            # the queue's partitions exist before the node is added and before the pops
+            # start (a push that creates a partition writes the reference tables, and on
+            # Citus a pop of the queue meanwhile was seen waiting out its statement
+            # timeout: docs/scaling.md)
             assert producer.every_partition.wait(60)
+            consumer.start()
             port = cluster.start_worker(SPARE, DATABASE)
             conn = _autocommit(dsn)
             cur = conn.cursor()
             cur.execute("SELECT citus_add_node('127.0.0.1', %s)", (port,))
             accepted_before = len(producer.accepted)
             received_before = len(consumer.got)
+            cutter = LinkCutter(cluster, dsn)
             cur.execute("SELECT citus_rebalance_start()")
-            cur.execute("SELECT citus_rebalance_wait()")
+            cutter.start()
+            try:
+                cur.execute("SELECT citus_rebalance_wait()")
+            finally:
+                cutter.stop.set()
+                cutter.join(timeout=30)
             cur.execute("SELECT state FROM citus_rebalance_status() ORDER BY job_id DESC LIMIT 1")
             assert cur.fetchone() == ("finished",)
             moved = _workers_of(cur, "queen.messages")
@@ -362,6 +422,7 @@ def test_the_server_serves_while_a_third_worker_takes_shards(
             consumer.stop.set()
             consumer.join(timeout=5 * LEASE_S)
     assert port in moved and moved[port] > 0, moved  # the third worker took shard groups
+    assert cutter.errors == [] and cutter.cut > 0  # the server's links to workers were cut
     assert consumer.error is None, consumer.error
     assert producer.refused == []  # no 500, nothing refused
     assert len(producer.accepted) > accepted_before  # pushes went on during the moves
