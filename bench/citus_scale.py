@@ -76,6 +76,7 @@ def scale_figures(sizes: Sizes) -> list[Figure]:
             Figure(f"{op}_plain_ms", f"{label}: plain PostgreSQL CPU per op", "ms"),
             Figure(f"{op}_coord_ms", f"{label}: Citus coordinator CPU per op", "ms"),
             Figure(f"{op}_coord_pct", f"{label}: coordinator / plain PostgreSQL", "%"),
+            Figure(f"{op}_coord_net_pct", f"{label}: the same, net of each side's idle CPU", "%"),
             Figure(f"{op}_workers_ms", f"{label}: Citus workers' CPU per op (sum)", "ms"),
         ]
         for kind in REQUEST_KINDS[op]:
@@ -92,6 +93,25 @@ def scale_figures(sizes: Sizes) -> list[Figure]:
 def node_ms(cpu: dict[str, float | None], nodes: list[str], ops: int) -> dict[str, float | None]:
     seconds = cpu.get("seconds")
     return {n: cpu_ms_per_op(cpu.get(n), seconds, ops) for n in nodes}
+
+
+IDLE_S = 5.0  # the idle window of each side, per run
+
+
+async def idle_cpu(side: Side) -> dict[str, float | None]:
+    """% of a core each node uses with its server attached and no load (the server's
+    background runs): what every per-operation figure of the side also carries."""
+    window = procstat.CpuWindow(dict(side.nodes)).start()
+    await asyncio.sleep(IDLE_S)
+    return window.stop()
+
+
+def net_ms(measured: dict[str, Any], idle: dict[str, float | None], node: str) -> float | None:
+    """CPU ms per operation of `node` without its idle share over the window."""
+    cpu, pct, rest = measured["cpu"], measured["cpu"].get(node), idle.get(node)
+    if pct is None or rest is None:
+        return None
+    return cpu_ms_per_op(max(0.0, pct - rest), cpu.get("seconds"), measured["ops"])
 
 
 class OpRunner:
@@ -435,7 +455,12 @@ def pair_of(ctx: Context) -> ScalePair:
     return pair
 
 
-def figures_of(op: str, plain: dict[str, Any], citus: dict[str, Any] | None) -> dict[str, float]:
+def figures_of(
+    op: str,
+    plain: dict[str, Any],
+    citus: dict[str, Any] | None,
+    idle: dict[str, dict[str, float | None]],
+) -> dict[str, float]:
     figures: dict[str, float] = {}
     plain_ms = plain["ms_per_op"].get("postgres")
     if plain_ms is not None:
@@ -449,6 +474,10 @@ def figures_of(op: str, plain: dict[str, Any], citus: dict[str, Any] | None) -> 
         figures[f"{op}_coord_ms"] = coord
         if plain_ms:
             figures[f"{op}_coord_pct"] = round(coord / plain_ms * 100, 1)
+        plain_net = net_ms(plain, idle.get("plain", {}), "postgres")
+        coord_net = net_ms(citus, idle.get("citus", {}), "coordinator")
+        if plain_net and coord_net is not None:
+            figures[f"{op}_coord_net_pct"] = round(coord_net / plain_net * 100, 1)
     workers = [v for k, v in ms.items() if k.startswith("worker") and v is not None]
     if workers:
         figures[f"{op}_workers_ms"] = round(sum(workers), 4)
@@ -464,6 +493,8 @@ async def citus_scale(ctx: Context, run: int) -> RunResult:
     sides = [pair.plain, pair.citus] if run % 2 == 0 else [pair.citus, pair.plain]
     result = RunResult()
     errors: dict[str, str] = {}
+    idle = {side.name: await idle_cpu(side) for side in sides}
+    result.extra["idle"] = idle
     for op in ctx.sizes.scale_ops or OPS:
         measured: dict[str, dict[str, Any]] = {}
         for side in sides:
@@ -474,7 +505,7 @@ async def citus_scale(ctx: Context, run: int) -> RunResult:
                     raise
                 errors[op] = f"{type(exc).__name__}: {str(exc)[:500]}"
                 log(f"(z) {op} on Citus: not measured: {errors[op]}")
-        result.figures |= figures_of(op, measured["plain"], measured.get("citus"))
+        result.figures |= figures_of(op, measured["plain"], measured.get("citus"), idle)
         result.extra[op] = measured
         log(f"(z) run {run + 1}: {op}: " + summary(op, result.figures))
     result.extra["errors"] = errors
@@ -490,6 +521,7 @@ def summary(op: str, figures: dict[str, float]) -> str:
     remote = ", ".join(f"{kind} {fmt(f'{kind}_remote')} round trips" for kind in REQUEST_KINDS[op])
     return (
         f"plain {fmt(f'{op}_plain_ms', ' ms')}/op, coordinator {fmt(f'{op}_coord_ms', ' ms')}/op "
-        f"({fmt(f'{op}_coord_pct', '%')}), workers {fmt(f'{op}_workers_ms', ' ms')}/op; "
+        f"({fmt(f'{op}_coord_pct', '%')}; net of idle {fmt(f'{op}_coord_net_pct', '%')}), "
+        f"workers {fmt(f'{op}_workers_ms', ' ms')}/op; "
         f"{remote}; {fmt(f'{op}_plain_rate')} vs {fmt(f'{op}_citus_rate')} op/s"
     )

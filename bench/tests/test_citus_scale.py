@@ -99,22 +99,32 @@ def test_cpu_per_operation() -> None:
 
 
 def test_figures_of_a_measured_pair() -> None:
-    plain = {"rate": 500.0, "ms_per_op": {"postgres": 0.8, "server": 0.5}}
+    # 1000 ops in 2 s: plain PostgreSQL 40% of a core (0.8 ms/op), 10% of it idle; the
+    # coordinator 10% (0.2 ms/op), 5% of it idle
+    plain = {"rate": 500.0, "ops": 1000, "cpu": {"postgres": 40.0, "seconds": 2.0},
+             "ms_per_op": {"postgres": 0.8, "server": 0.5}}  # fmt: skip
     citus = {
         "rate": 400.0,
+        "ops": 1000,
+        "cpu": {"coordinator": 10.0, "seconds": 2.0},
         "ms_per_op": {"coordinator": 0.2, "worker1": 0.5, "worker2": 0.25, "server": 0.6},
         "remote": {"pop100": {"coordinator": 1.0}, "ack100": {"coordinator": 3.0}},
     }
-    figures = figures_of("popack100", plain, citus)
+    idle: dict[str, dict[str, float | None]] = {
+        "plain": {"postgres": 10.0},
+        "citus": {"coordinator": 5.0},
+    }
+    figures = figures_of("popack100", plain, citus, idle)
     assert figures == {
         "popack100_plain_ms": 0.8,
         "popack100_plain_rate": 500.0,
         "popack100_coord_ms": 0.2,
         "popack100_coord_pct": 25.0,
+        "popack100_coord_net_pct": round(0.1 / 0.6 * 100, 1),
         "popack100_workers_ms": 0.75,
         "popack100_citus_rate": 400.0,
         "pop100_remote": 1.0,
         "ack100_remote": 3.0,
     }
     # the cluster not measured (its server failed): the plain side's figures only
-    assert set(figures_of("push1", plain, None)) == {"push1_plain_ms", "push1_plain_rate"}
+    assert set(figures_of("push1", plain, None, idle)) == {"push1_plain_ms", "push1_plain_rate"}

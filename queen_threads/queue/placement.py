@@ -14,6 +14,7 @@ decides what it does). An ack names its partition itself.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -93,3 +94,60 @@ def ack_partition(acks: Sequence[dict[str, Any]]) -> str | None:
     """The partition every item of an ack names, when they name one."""
     pids = {a.get("partitionId") for a in acks}
     return partition_id(pids.pop()) if len(pids) == 1 else None
+
+
+QUEUE_MODE = "__QUEUE_MODE__"
+
+
+def candidate_key(request: dict[str, Any]) -> tuple[str, str] | None:
+    """(queue, group) for a pop of one whole queue that a candidate partition can serve:
+    no partition, namespace or task named, one partition wanted, no autopilot or conflation
+    (those read the whole queue)."""
+    queue = request.get("queue")
+    if not isinstance(queue, str) or not queue:
+        return None
+    if request.get("partition") or request.get("namespace") or request.get("task"):
+        return None
+    if request.get("autopilotBatch") or request.get("autopilotPartitions"):
+        return None
+    if request.get("conflation") or (request.get("partitions") or 1) != 1:
+        return None
+    group = request.get("consumerGroup") or QUEUE_MODE
+    return (queue, group) if isinstance(group, str) else None
+
+
+class ReadyCandidates:
+    """On Citus, the ready partitions a pop of a whole queue read and did not take (its
+    answer's `candidates`, in claim order), kept briefly per (queue, group): the next pops of
+    that queue try them one by one through the partition's entry point (one round trip, on
+    the partition's worker) before they read the queue's ready index again (a statement on
+    every shard). Each partition is tried once; a partition that has become ready since waits
+    at most until the list is used up or `ttl_s` has passed."""
+
+    def __init__(self, ttl_s: float = 1.0, capacity: int = 4096) -> None:
+        self._ttl_s = ttl_s
+        self._capacity = capacity
+        self._lists: OrderedDict[tuple[str, str], tuple[float, list[str]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def offer(self, key: tuple[str, str], pids: Iterable[Any]) -> None:
+        fresh = [p for p in pids if partition_id(p) is not None]
+        with self._lock:
+            if not fresh:
+                self._lists.pop(key, None)
+                return
+            self._lists[key] = (time.monotonic() + self._ttl_s, fresh)
+            self._lists.move_to_end(key)
+            while len(self._lists) > self._capacity:
+                self._lists.popitem(last=False)
+
+    def take(self, key: tuple[str, str]) -> str | None:
+        with self._lock:
+            entry = self._lists.get(key)
+            if entry is None:
+                return None
+            until, pids = entry
+            if time.monotonic() >= until or not pids:
+                del self._lists[key]
+                return None
+            return pids.pop(0)

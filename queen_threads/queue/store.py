@@ -22,7 +22,12 @@ from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.db.citus import CitusProbe
 from queen_threads.queue.body import DEFAULT_PARTITION, encryption_key_present
-from queen_threads.queue.placement import PartitionRoutes, ack_partition
+from queen_threads.queue.placement import (
+    PartitionRoutes,
+    ReadyCandidates,
+    ack_partition,
+    candidate_key,
+)
 
 
 def expand_push_results(
@@ -137,6 +142,8 @@ class QueueStore:
         # The partitions of pops and leases, for the one-partition entry points
         # (queue/placement.py).
         self.routes = PartitionRoutes()
+        # On Citus, the ready partitions that pops of a whole queue read and did not take.
+        self.candidates = ReadyCandidates()
         # The newest wake-interest epoch a push or ack returned (wake/targets.py).
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
@@ -236,7 +243,9 @@ class QueueStore:
         pid = self._pop_partition(requests[0]) if len(requests) == 1 else None
         results: list[dict[str, Any]]
         if pid is not None:
-            results = [self.db.json("pop_partition", (pid, orjson.dumps(requests[0]).decode()))]
+            results = [self._pop_one_partition(pid, requests[0])]
+        elif self.citus():
+            results = self._pop_with_candidates(requests)
         else:
             results = self.db.call("pop_batch", list(requests))
         self.routes.learn(requests, results)
@@ -246,6 +255,43 @@ class QueueStore:
         if self.observer is not None:
             self.observer.popped(results)
         return results
+
+    def _pop_one_partition(self, pid: str, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self.db.json("pop_partition", (pid, orjson.dumps(request).decode())))
+
+    def _pop_with_candidates(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """On Citus: a pop of a whole queue first tries the candidates an earlier pop of it
+        left (`ReadyCandidates`), each on its partition's worker; what they do not serve
+        goes to the general pop, whose answers leave candidates for the next ones."""
+        served: list[dict[str, Any] | None] = [self._pop_candidate(r) for r in requests]
+        rest = [r for r, got in zip(requests, served, strict=True) if got is None]
+        if rest:
+            asked = [{**r, "wantCandidates": True} if candidate_key(r) else r for r in rest]
+            answers = iter(self.db.call("pop_batch", asked))
+            for i, request in enumerate(requests):
+                if served[i] is None:
+                    answer = next(answers)
+                    left = answer.pop("candidates", None)
+                    key = candidate_key(request)
+                    if key is not None and left is not None:
+                        self.candidates.offer(key, left)
+                    served[i] = answer
+        return [got for got in served if got is not None]
+
+    def _pop_candidate(self, request: dict[str, Any], tries: int = 3) -> dict[str, Any] | None:
+        """What the first of up to `tries` candidates of the request's queue gives (None: no
+        candidate gave anything; nothing was leased)."""
+        key = candidate_key(request)
+        if key is None:
+            return None
+        for _ in range(tries):
+            pid = self.candidates.take(key)
+            if pid is None:
+                return None
+            result = self._pop_one_partition(pid, {**request, "candidate": pid, "due": False})
+            if result.get("messages"):
+                return result
+        return None
 
     def _pop_partition(self, request: dict[str, Any]) -> str | None:
         """The id of the one partition `request` pops from, when this process knows it

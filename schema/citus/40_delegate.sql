@@ -13,6 +13,7 @@ DECLARE
 BEGIN
     FOREACH f IN ARRAY ARRAY['queen.pop_partition_v1(uuid,jsonb)',
                              'queen.ack_partition_v1(uuid,jsonb)',
+                             'queen.ack_partition_v2(uuid,text)',
                              'queen.renew_partition_v1(uuid,jsonb)']::regprocedure[] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_dist_object d
                         WHERE d.classid = 'pg_proc'::regclass AND d.objid = f

@@ -10,7 +10,10 @@
 --           carries autopilot: {partitions, batch, waitMs}), conflation (requested; the
 --           group's stored policy decides, queen._conflation: the answer carries
 --           conflation: true and conflated: <skipped>, or conflationConflict: true),
---           due}
+--           due, candidate (a partition id: of the scope, try that partition only; the
+--           server's pop of a candidate an earlier answer named), wantCandidates (the answer
+--           of a pop of the whole scope then carries candidates: the ready partitions it read
+--           and did not take, in claim order)}
 -- Result:  {idx, success, leaseId ('' if autoAck or nothing delivered), queue, partition,
 --           partitionId, consumerGroup, partitionsClaimed, skipped, messages:[{id, transactionId,
 --           partitionId, partition, queue, leaseId, consumerGroup, data, traceId, producerSub,
@@ -43,6 +46,8 @@ DECLARE
     v_lease_txt  text;
     v_qids       uuid[] := '{}';
     v_pid        uuid;      -- a pop of one partition
+    -- a queue-wide pop that tries one partition only (a candidate an earlier answer named)
+    v_only       uuid := queen._try_uuid(p_req ->> 'candidate');
     v_tried      uuid[] := '{}';
     v_cands      uuid[];
     v_cand       uuid;
@@ -82,12 +87,13 @@ BEGIN
         END IF;
         SELECT s.queue_ids, s.partition_id INTO v_qids, v_pid
           FROM queen._pop_scope(v_queue, v_part, v_ns, v_task) s;
+        v_only := CASE WHEN v_pid IS NULL THEN v_only END;
         IF cardinality(v_qids) > 0 THEN
             -- The policy first: a group's cursors in the scope mean "declared without it".
             SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
               FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
                                      coalesce(queen._jbool(p_req -> 'conflation', false), false)) cf;
-            IF v_pid IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
+            IF v_pid IS NULL AND v_only IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
                 PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
                 IF NOT FOUND THEN
                     v_qids := '{}';  -- no message ever: nothing to read
@@ -101,13 +107,17 @@ BEGIN
             ELSE
                 PERFORM queen._register_group(v_qids, v_group);
             END IF;
+            IF v_only IS NOT NULL THEN
+                v_max_parts := 1;
+            END IF;
         END IF;
     END IF;
 
     WHILE cardinality(v_qids) > 0 AND v_claimed < v_max_parts AND v_remaining > 0 LOOP
         -- 1. Candidates, in claim order, from the ready index.
-        IF v_pid IS NOT NULL THEN
-            v_cands := CASE WHEN v_pid = ANY (v_tried) THEN '{}' ELSE ARRAY[v_pid] END;
+        IF coalesce(v_pid, v_only) IS NOT NULL THEN
+            v_cands := CASE WHEN coalesce(v_pid, v_only) = ANY (v_tried) THEN '{}'
+                            ELSE ARRAY[coalesce(v_pid, v_only)] END;
         ELSE
             v_cands := queen._pop_candidates(v_qids, v_group, v_now, v_tried, 8);
         END IF;
@@ -133,6 +143,7 @@ BEGIN
               FROM queen.partition_consumers pc
              WHERE pc.partition_id = v_cand
                AND pc.consumer_group = v_group
+               AND (v_only IS NULL OR pc.queue_id = ANY (v_qids))
                AND pc.available_at <= v_now
                FOR UPDATE SKIP LOCKED;
             v_found := FOUND;
@@ -176,6 +187,11 @@ BEGIN
                          'partitions', v_max_parts,
                          'batch', v_budget,
                          'waitMs', 0))
+                ELSE '{}'::jsonb END
+        || CASE WHEN coalesce(queen._jbool(p_req -> 'wantCandidates', false), false)
+                     AND v_pid IS NULL AND v_only IS NULL
+                THEN jsonb_build_object('candidates', to_jsonb(ARRAY(
+                         SELECT u.id FROM unnest(v_cands) AS u(id) WHERE u.id <> ALL (v_tried))))
                 ELSE '{}'::jsonb END
         || CASE WHEN v_conf THEN jsonb_build_object('conflation', true, 'conflated', v_skipped)
                 WHEN v_conflict THEN '{"conflationConflict": true}'::jsonb

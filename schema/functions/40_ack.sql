@@ -725,7 +725,10 @@ $$;
 -- as text: wakeEpoch as ack_messages_v3 gives it, or null where queen.wake_interest_epoch
 -- is not stored (a Citus worker: the coordinator's wake-interest table; the server then
 -- keeps the epoch it has).
-CREATE OR REPLACE FUNCTION queen.ack_partition_v1(p_pid uuid, p jsonb)
+-- The acks come as text (ack_partition_v2), for the reason push_partition_v2 gives
+-- (20_push.sql): a jsonb argument is parsed and printed again by the Citus coordinator.
+-- ack_partition_v1 stays for servers of the previous release during a rolling upgrade.
+CREATE OR REPLACE FUNCTION queen.ack_partition_v2(p_pid uuid, p text)
 RETURNS text
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -737,6 +740,15 @@ BEGIN
     IF to_regclass('queen.wake_interest_epoch') IS NOT NULL THEN
         v_epoch := queen._wake_epoch();
     END IF;
-    RETURN jsonb_build_object('results', queen.ack_messages_v2(p), 'wakeEpoch', v_epoch)::text;
+    RETURN jsonb_build_object('results', queen.ack_messages_v2(p::jsonb),
+                              'wakeEpoch', v_epoch)::text;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION queen.ack_partition_v1(p_pid uuid, p jsonb)
+RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queen.ack_partition_v2(p_pid, p::text);
 END;
 $$;

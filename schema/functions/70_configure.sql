@@ -59,6 +59,7 @@ BEGIN
                      ELSE 0.1 END AS retry_jitter
       INTO v;
 
+    PERFORM queen._definitions_lock();
     INSERT INTO queen.queues AS t
            (name, namespace, task, priority, lease_time, retry_limit, retry_delay, ttl,
             max_queue_size, dead_letter_queue, dlq_after_max_retries, delayed_processing,

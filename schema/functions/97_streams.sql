@@ -22,6 +22,39 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT extract(epoch FROM p_ts) * 1000
 $$;
 
+-- A lease id carries its stream: the first 8 bytes of the stream's id, then the last 8 of
+-- the random id the server proposed (a version 4 UUID still). A stream's leases and
+-- offsets are keyed by the stream first (on Citus they are distributed by it), and an ack,
+-- renew or release names only the lease id: queen._stream_of_lease finds the stream in
+-- queen.streams (a reference table on Citus, read where the statement runs) by that
+-- prefix, for the price of the stream lookup an ack made anyway.
+CREATE OR REPLACE FUNCTION queen._stream_lease_id(p_stream uuid, p_random uuid) RETURNS uuid
+LANGUAGE sql IMMUTABLE AS $$
+    SELECT (left(p_stream::text, 19) || right(p_random::text, 17))::uuid
+$$;
+
+-- The stream of a lease id (see above); all NULL when none. Two streams whose ids share
+-- their first 8 random bytes (one chance in about 2^60 per pair) would make the leases of
+-- one of them unknown.
+CREATE OR REPLACE FUNCTION queen._stream_of_lease(p_lease uuid) RETURNS queen.streams
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s queen.streams;
+BEGIN
+    SELECT * INTO s FROM queen.streams
+     WHERE id BETWEEN (left(p_lease::text, 19) || '0000-000000000000')::uuid
+                  AND (left(p_lease::text, 19) || 'ffff-ffffffffffff')::uuid;
+    IF NOT FOUND THEN
+        -- a lease handed out before migration 0023, whose id does not carry its stream:
+        -- looked for among the leases themselves (every shard on Citus; no row lock)
+        SELECT * INTO s FROM queen.streams
+         WHERE id = (SELECT l.stream_id FROM queen.stream_leases l
+                      WHERE l.lease_id = p_lease LIMIT 1);
+    END IF;
+    RETURN s;
+END;
+$$;
+
 -- The definition as the API shows it (the define body's names).
 -- The helpers that read tables are plpgsql, not SQL functions: Citus does not plan a SQL
 -- function's parameterized statements on its tables (reference tables included).
@@ -189,6 +222,12 @@ DECLARE
     v_last_id  bigint;
     v_count    integer;
     v_released boolean;
+    v_lease    uuid := queen._stream_lease_id(s.id, p_lease);
+    v_expires  timestamptz := v_now + s.window_lease_timeout_ms * interval '1 millisecond';
+    v_pid      uuid;
+    v_one      timestamptz;
+    v_ats      timestamptz[] := '{}';
+    v_ids      bigint[] := '{}';
 BEGIN
     SELECT * INTO o FROM queen.stream_consumer_offsets
      WHERE stream_id = s.id AND consumer_group = p_group AND stream_key = p_key;
@@ -216,9 +255,9 @@ BEGIN
             RETURN NULL;  -- another check or an ack holds the key right now
         END IF;
         UPDATE queen.stream_leases
-           SET lease_id = p_lease, delivery_count = delivery_count + 1, leased_at = v_now,
-               lease_expires_at = v_now + s.window_lease_timeout_ms * interval '1 millisecond'
-         WHERE lease_id = l.lease_id AND lease_expires_at <= v_now
+           SET lease_id = v_lease, delivery_count = delivery_count + 1, leased_at = v_now,
+               lease_expires_at = v_expires
+         WHERE stream_id = s.id AND lease_id = l.lease_id AND lease_expires_at <= v_now
         RETURNING * INTO l;
         IF NOT FOUND THEN
             RETURN NULL;
@@ -227,8 +266,22 @@ BEGIN
                                   'released', v_released);
     END IF;
 
+    -- Each partition's first messages after the offset, one partition at a time: a read
+    -- that stops after the few it needs (an index range per partition; on Citus a query
+    -- routed to the partition's shard, where a lateral join over the partitions is
+    -- refused), then the first of them all.
     v_parts := queen._stream_key_partitions(s, p_pid);
     IF s.window_type = 'count' THEN
+        FOREACH v_pid IN ARRAY v_parts LOOP
+            SELECT v_ats || array_agg(y.created_at), v_ids || array_agg(y.id)
+              INTO v_ats, v_ids
+              FROM (SELECT m.created_at, m.id FROM queen.messages m
+                     WHERE m.partition_id = v_pid
+                       AND (m.created_at, m.id)
+                         > (coalesce(v_cur_at, '-infinity'::timestamptz), v_cur_id)
+                     ORDER BY m.created_at, m.id
+                     LIMIT s.window_size_count) y;
+        END LOOP;
         SELECT count(*)::integer AS n,
                min(x.created_at) FILTER (WHERE x.rn = 1) AS first_at,
                min(x.id) FILTER (WHERE x.rn = 1) AS first_id,
@@ -236,14 +289,7 @@ BEGIN
                max(x.id) FILTER (WHERE x.rn = s.window_size_count) AS last_id
           INTO w
           FROM (SELECT y.created_at, y.id, row_number() OVER (ORDER BY y.created_at, y.id) AS rn
-                  FROM unnest(v_parts) AS k(pid)
-                  CROSS JOIN LATERAL (
-                        SELECT m.created_at, m.id FROM queen.messages m
-                         WHERE m.partition_id = k.pid
-                           AND (m.created_at, m.id)
-                             > (coalesce(v_cur_at, '-infinity'::timestamptz), v_cur_id)
-                         ORDER BY m.created_at, m.id
-                         LIMIT s.window_size_count) y
+                  FROM unnest(v_ats, v_ids) AS y(created_at, id)
                  ORDER BY y.created_at, y.id
                  LIMIT s.window_size_count) x;
         IF w.n < s.window_size_count THEN
@@ -258,13 +304,12 @@ BEGIN
         v_end := w.last_at;
     ELSE
         v_cs := ceil(queen._stream_ms(v_cur_at) / v_slide) * v_slide;  -- NULL: from the start
-        SELECT min(y.created_at) INTO v_t
-          FROM unnest(v_parts) AS k(pid)
-          CROSS JOIN LATERAL (
-                SELECT m.created_at FROM queen.messages m
-                 WHERE m.partition_id = k.pid
-                   AND m.created_at >= coalesce(queen._stream_ts(v_cs), '-infinity')
-                 ORDER BY m.created_at LIMIT 1) y;
+        v_one := coalesce(queen._stream_ts(v_cs), '-infinity');
+        FOREACH v_pid IN ARRAY v_parts LOOP
+            v_t := least(v_t, (SELECT m.created_at FROM queen.messages m
+                                WHERE m.partition_id = v_pid AND m.created_at >= v_one
+                                ORDER BY m.created_at LIMIT 1));
+        END LOOP;
         IF v_t IS NULL THEN
             RETURN '{}'::jsonb;  -- no message yet at or after the offset
         END IF;
@@ -296,10 +341,9 @@ BEGIN
     INSERT INTO queen.stream_leases AS sl
            (lease_id, stream_id, consumer_group, stream_key, window_start, window_end,
             first_at, first_id, last_at, last_id, message_count, lease_expires_at, leased_at)
-    VALUES (p_lease, s.id, p_group, p_key, v_start, v_end,
-            v_first_at, v_first_id, v_last_at, v_last_id, v_count,
-            v_now + s.window_lease_timeout_ms * interval '1 millisecond', v_now)
-    ON CONFLICT ON CONSTRAINT stream_leases_one_per_key DO NOTHING
+    VALUES (v_lease, s.id, p_group, p_key, v_start, v_end,
+            v_first_at, v_first_id, v_last_at, v_last_id, v_count, v_expires, v_now)
+    ON CONFLICT (stream_id, consumer_group, stream_key) DO NOTHING
     RETURNING * INTO l;
     IF NOT FOUND THEN
         RETURN NULL;
@@ -352,7 +396,7 @@ BEGIN
         END LOOP;
         IF v_found IS NOT NULL THEN
             SELECT * INTO l FROM queen.stream_leases
-             WHERE lease_id = (v_found ->> 'leaseId')::uuid;
+             WHERE stream_id = s.id AND lease_id = (v_found ->> 'leaseId')::uuid;
             v_out := v_out || json_build_object(
                 'idx', r -> 'idx', 'window', queen._stream_window_json(s, l),
                 'redelivered', (v_found ->> 'redelivered')::boolean,
@@ -379,10 +423,13 @@ LANGUAGE plpgsql AS $$
 DECLARE
     v_lease   uuid := (p ->> 'leaseId')::uuid;
     v_success boolean := coalesce((p ->> 'success')::boolean, true);
+    s         queen.streams := queen._stream_of_lease(v_lease);
     l         queen.stream_leases;
-    s         queen.streams;
+    v_at      timestamptz;
+    v_id      bigint;
+    v_now     timestamptz := now();
 BEGIN
-    SELECT * INTO l FROM queen.stream_leases WHERE lease_id = v_lease;
+    SELECT * INTO l FROM queen.stream_leases WHERE stream_id = s.id AND lease_id = v_lease;
     IF NOT FOUND THEN
         RETURN jsonb_build_object('error', 'invalid_lease');
     END IF;
@@ -390,32 +437,36 @@ BEGIN
       WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
         AND stream_key = l.stream_key
       FOR UPDATE;
-    SELECT * INTO l FROM queen.stream_leases WHERE lease_id = v_lease FOR UPDATE;
+    SELECT * INTO l FROM queen.stream_leases
+     WHERE stream_id = s.id AND lease_id = v_lease FOR UPDATE;
     IF NOT FOUND OR l.lease_expires_at <= clock_timestamp() THEN
         RETURN jsonb_build_object('error', 'invalid_lease', 'expired', FOUND);
     END IF;
-    SELECT * INTO s FROM queen.streams WHERE id = l.stream_id;
     IF v_success THEN
+        -- the new offset computed first (Citus: no CASE in the SET of a distributed table)
+        v_at := CASE s.window_type
+                    WHEN 'count' THEN l.last_at
+                    WHEN 'sliding' THEN l.window_start
+                                        + s.window_slide_ms * interval '1 millisecond'
+                    ELSE l.window_end END;
+        v_id := CASE WHEN s.window_type = 'count' THEN l.last_id ELSE 0 END;
         UPDATE queen.stream_consumer_offsets
-           SET cursor_at = CASE s.window_type
-                               WHEN 'count' THEN l.last_at
-                               WHEN 'sliding' THEN l.window_start
-                                    + s.window_slide_ms * interval '1 millisecond'
-                               ELSE l.window_end END,
-               cursor_id = CASE WHEN s.window_type = 'count' THEN l.last_id ELSE 0 END,
+           SET cursor_at = v_at,
+               cursor_id = v_id,
                last_acked_window_start = l.window_start,
                last_acked_window_end = l.window_end,
-               last_acked_at = now(),
+               last_acked_at = v_now,
                windows_acked = windows_acked + 1,
                messages_acked = messages_acked + l.message_count
          WHERE stream_id = l.stream_id AND consumer_group = l.consumer_group
            AND stream_key = l.stream_key;
-        DELETE FROM queen.stream_leases WHERE lease_id = v_lease;
+        DELETE FROM queen.stream_leases WHERE stream_id = s.id AND lease_id = v_lease;
     ELSE
         -- Given back: the lease ends ('-infinity' tells it from an expiry), so the next
         -- poll gets the same window (same id, deliveryCount + 1) and this leaseId is
         -- refused from now on.
-        UPDATE queen.stream_leases SET lease_expires_at = '-infinity' WHERE lease_id = v_lease;
+        UPDATE queen.stream_leases SET lease_expires_at = '-infinity'
+         WHERE stream_id = s.id AND lease_id = v_lease;
     END IF;
     PERFORM queen._wake(jsonb_build_object('kind', 'stream', 'stream', s.name,
                                            'consumerGroup', l.consumer_group));
@@ -428,14 +479,26 @@ END;
 $$;
 
 -- Extend a live lease by extendMs from now: {leaseId, extendMs}; NULL when unknown/expired.
+-- (PL/pgSQL, the times computed first: on Citus a SQL function's parameters cannot reach a
+-- distributed table, nor a volatile function the SET of one.)
 CREATE OR REPLACE FUNCTION queen.stream_renew_v1(p jsonb) RETURNS jsonb
-LANGUAGE sql AS $$
-    UPDATE queen.stream_leases
-       SET lease_expires_at = clock_timestamp()
-                              + (p ->> 'extendMs')::bigint * interval '1 millisecond'
-     WHERE lease_id = (p ->> 'leaseId')::uuid AND lease_expires_at > clock_timestamp()
-    RETURNING jsonb_build_object('leaseId', lease_id, 'windowId', window_id,
-                                 'leaseExpiresAt', queen._iso_us(lease_expires_at))
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lease   uuid := (p ->> 'leaseId')::uuid;
+    v_stream  uuid := (queen._stream_of_lease(v_lease)).id;
+    v_now     timestamptz := clock_timestamp();
+    v_expires timestamptz := v_now + (p ->> 'extendMs')::bigint * interval '1 millisecond';
+    v_window  uuid;
+BEGIN
+    UPDATE queen.stream_leases SET lease_expires_at = v_expires
+     WHERE stream_id = v_stream AND lease_id = v_lease AND lease_expires_at > v_now
+    RETURNING window_id INTO v_window;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN jsonb_build_object('leaseId', v_lease, 'windowId', v_window,
+                              'leaseExpiresAt', queen._iso_us(v_expires));
+END;
 $$;
 
 -- Give back the windows whose client left before it got them: as a nack, the next poll
@@ -444,18 +507,21 @@ CREATE OR REPLACE FUNCTION queen.stream_release_v1(p jsonb) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
     v_count integer := 0;
-    r       record;
+    v_now   timestamptz := clock_timestamp();
+    v_lease uuid;
+    s       queen.streams;
+    v_group text;
 BEGIN
-    FOR r IN
+    FOR v_lease IN SELECT (jsonb_array_elements_text(p -> 'leaseIds'))::uuid LOOP
+        s := queen._stream_of_lease(v_lease);
         UPDATE queen.stream_leases l SET lease_expires_at = '-infinity'
-         WHERE l.lease_id IN (SELECT (jsonb_array_elements_text(p -> 'leaseIds'))::uuid)
-           AND l.lease_expires_at > clock_timestamp()
-        RETURNING l.stream_id, l.consumer_group
-    LOOP
-        v_count := v_count + 1;
-        PERFORM queen._wake(jsonb_build_object(
-                    'kind', 'stream', 'stream', s.name, 'consumerGroup', r.consumer_group))
-           FROM queen.streams s WHERE s.id = r.stream_id;
+         WHERE l.stream_id = s.id AND l.lease_id = v_lease AND l.lease_expires_at > v_now
+        RETURNING l.consumer_group INTO v_group;
+        IF FOUND THEN
+            v_count := v_count + 1;
+            PERFORM queen._wake(jsonb_build_object(
+                        'kind', 'stream', 'stream', s.name, 'consumerGroup', v_group));
+        END IF;
     END LOOP;
     RETURN v_count;
 END;
@@ -576,5 +642,120 @@ BEGIN
     SELECT s.id, unnest(v_ids) ON CONFLICT DO NOTHING;
     DELETE FROM queen.stream_sources WHERE stream_id = s.id AND queue_id <> ALL(v_ids);
     RETURN jsonb_build_object('created', false, 'changed', true, 'stream', queen._stream_json(n));
+END;
+$$;
+
+-- The admin reads (schema/queries/streams.sql). The stream first, then its offsets and
+-- leases by stream_id: on Citus a query routed to the stream's shard (a correlated
+-- subquery on them under a query of queen.streams, a reference table, is not planned
+-- there, nor a whole row of a reference table handed to a function in a query).
+
+-- Every stream (of p_namespace when set) with its consumer groups and live leases.
+CREATE OR REPLACE FUNCTION queen.stream_list_v1(p_namespace text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s        queen.streams;
+    v_ids    uuid[];
+    v_groups jsonb;
+    v_leases jsonb;
+    v_out    jsonb := '[]';
+BEGIN
+    v_ids := ARRAY(SELECT id FROM queen.streams
+                    WHERE p_namespace IS NULL OR namespace = p_namespace);
+    SELECT jsonb_object_agg(g.stream_id, g.n) INTO v_groups
+      FROM (SELECT o.stream_id, count(DISTINCT o.consumer_group) AS n
+              FROM queen.stream_consumer_offsets o
+             WHERE o.stream_id = ANY (v_ids) GROUP BY o.stream_id) g;
+    SELECT jsonb_object_agg(a.stream_id, a.n) INTO v_leases
+      FROM (SELECT l.stream_id, count(*) AS n FROM queen.stream_leases l
+             WHERE l.stream_id = ANY (v_ids) AND l.lease_expires_at > now()
+             GROUP BY l.stream_id) a;
+    FOR s IN SELECT * FROM queen.streams WHERE id = ANY (v_ids) ORDER BY name LOOP
+        v_out := v_out || jsonb_build_array(queen._stream_json(s) || jsonb_build_object(
+                     'consumerGroups', coalesce(v_groups -> s.id::text, '0'),
+                     'activeLeases', coalesce(v_leases -> s.id::text, '0')));
+    END LOOP;
+    RETURN v_out;
+END;
+$$;
+
+-- One stream's definition with per-group totals; NULL when it does not exist.
+CREATE OR REPLACE FUNCTION queen.stream_detail_v1(p_name text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s        queen.streams;
+    v_groups jsonb;
+BEGIN
+    SELECT * INTO s FROM queen.streams WHERE name = p_name;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT jsonb_agg(jsonb_build_object(
+               'consumerGroup', g.consumer_group,
+               'keys', g.keys,
+               'windowsAcked', g.windows_acked,
+               'messagesAcked', g.messages_acked,
+               'lastAckedAt', queen._iso_us(g.last_acked_at),
+               'activeLeases', g.active) ORDER BY g.consumer_group)
+      INTO v_groups
+      FROM (SELECT o.consumer_group, count(*) AS keys,
+                   sum(o.windows_acked) AS windows_acked,
+                   sum(o.messages_acked) AS messages_acked,
+                   max(o.last_acked_at) AS last_acked_at,
+                   count(l.lease_id) FILTER (WHERE l.lease_expires_at > now()) AS active
+              FROM queen.stream_consumer_offsets o
+              LEFT JOIN queen.stream_leases l
+                ON l.stream_id = s.id AND l.consumer_group = o.consumer_group
+               AND l.stream_key = o.stream_key
+             WHERE o.stream_id = s.id
+             GROUP BY o.consumer_group) g;
+    RETURN queen._stream_json(s)
+           || jsonb_build_object('consumerGroups', coalesce(v_groups, '[]'::jsonb));
+END;
+$$;
+
+-- Every key of every group of one stream: offset, counters, the window out if any; NULL
+-- when the stream does not exist.
+CREATE OR REPLACE FUNCTION queen.stream_consumers_v1(p_name text) RETURNS jsonb
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_id  uuid;
+    v_out jsonb;
+BEGIN
+    SELECT s.id INTO v_id FROM queen.streams s WHERE s.name = p_name;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT jsonb_agg(jsonb_build_object(
+               'consumerGroup', o.consumer_group,
+               'key', o.stream_key,
+               'partitionId', o.partition_id,
+               'partition', p.name,
+               'queue', q.name,
+               'offset', queen._iso_us(o.cursor_at),
+               'lastAckedWindowStart', queen._iso_us(o.last_acked_window_start),
+               'lastAckedWindowEnd', queen._iso_us(o.last_acked_window_end),
+               'lastAckedAt', queen._iso_us(o.last_acked_at),
+               'windowsAcked', o.windows_acked,
+               'messagesAcked', o.messages_acked,
+               'lease', CASE WHEN l.lease_id IS NOT NULL THEN jsonb_build_object(
+                   'windowId', l.window_id,
+                   'start', queen._iso_us(l.window_start),
+                   'end', queen._iso_us(l.window_end),
+                   'messages', l.message_count,
+                   'deliveryCount', l.delivery_count,
+                   'expiresAt', queen._iso_us(l.lease_expires_at),  -- NULL: given back
+                   'expired', l.lease_expires_at <= now() AND l.lease_expires_at > '-infinity',
+                   'released', l.lease_expires_at = '-infinity') END)
+               ORDER BY o.consumer_group, o.stream_key)
+      INTO v_out
+      FROM queen.stream_consumer_offsets o
+      LEFT JOIN queen.partitions p ON p.id = o.partition_id
+      LEFT JOIN queen.queues q ON q.id = p.queue_id
+      LEFT JOIN queen.stream_leases l
+        ON l.stream_id = v_id AND l.consumer_group = o.consumer_group
+       AND l.stream_key = o.stream_key
+     WHERE o.stream_id = v_id;
+    RETURN coalesce(v_out, '[]'::jsonb);
 END;
 $$;

@@ -74,6 +74,7 @@ BEGIN
                 USING ERRCODE = '22023';
         END IF;
         IF v_qid IS NULL THEN
+            PERFORM queen._definitions_lock();
             INSERT INTO queen.queues (name, namespace, task)
             VALUES (v_queue, queen._queue_namespace(v_queue), queen._queue_task(v_queue))
             ON CONFLICT (name) DO NOTHING;

@@ -83,13 +83,19 @@ BEGIN
         END LOOP;
         v_claimed := cardinality(v_rows);
 
-        IF v_claimed > 0 THEN
+        IF v_claimed > 0 AND EXISTS (
+               SELECT 1 FROM unnest(v_rows) c
+                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                   WHERE p.queue_id = c.queue_id AND p.name = c.partition_name)) THEN
+            PERFORM queen._definitions_lock();
             INSERT INTO queen.partitions (queue_id, name)
             SELECT DISTINCT c.queue_id, c.partition_name FROM unnest(v_rows) c
              WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
                                 WHERE p.queue_id = c.queue_id AND p.name = c.partition_name)
              ORDER BY 1, 2
             ON CONFLICT (queue_id, name) DO NOTHING;
+        END IF;
+        IF v_claimed > 0 THEN
 
             -- The push's lock order: capped queues, then partitions, each in id order.
             PERFORM 1 FROM queen.queues q

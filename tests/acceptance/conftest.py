@@ -119,10 +119,13 @@ def module_dsn(pg_admin_dsn: str, template_db: str) -> Iterator[str]:
 
 # -- the official client queen-mq 2.6.0's own suite (tests/client26/) ------------------------
 CLIENT26_MODULE = "tests/acceptance/test_client26.py"
-# The sdist's files that mostly wait (its subscription cases sleep about 10 s each; its reads
-# cases push 3,600 single messages): a second run beside the others halves the suite's
-# time (about 200 -> 120 s). They name queues no other file names.
-WAITING = ("test_reads.py", "test_subscription.py")
+# The sdist's files that mostly wait, each in a run of its own beside the others: its reads
+# cases push 3,600 single messages one at a time, its consume cases wait for their
+# consumers, its subscription cases sleep about 10 s each. Measured on 2026-11-27 (2 cores,
+# loaded): reads 84 s, consume 50 s, subscription 48 s, the other files 68 s; in two runs
+# (reads + subscription, the rest) 229 and 215 s the same morning under more load. They
+# name queues no other file names.
+ALONE = ("test_reads.py", "test_consume.py", "test_subscription.py")
 ENCRYPTION_KEY = "ab" * 32
 
 
@@ -147,7 +150,7 @@ def client26_runs(
 ) -> Iterator[list[SdistRun]]:
     """The sdist's tests against two real servers, each on its own database: every file
     against the default server (with an encryption key, as its queue tests configure
-    encrypted queues), in two runs side by side (WAITING and the rest), and test_auth.py
+    encrypted queues), in runs side by side (each file of ALONE, and the rest), and test_auth.py
     again against one with JWT on (HS256), since its cases gate themselves on JWT_SECRET.
 
     Under pytest-xdist one worker (gw0) runs them, in a folder of the whole run (the parent
@@ -156,7 +159,7 @@ def client26_runs(
     worker = _xdist_worker()
     base = tmp_path_factory.getbasetemp()
     workdir = (base.parent if worker else base) / "client26"
-    labels = ("default", "waits", "jwt")
+    labels = ("default", *(f.removesuffix(".py") for f in ALONE), "jwt")
     if worker not in (None, "gw0"):
         yield [SdistRun(label, "", [], workdir) for label in labels]
         return
@@ -169,11 +172,12 @@ def client26_runs(
         secured = stack.enter_context(
             ServerProcess(jwt_dsn, JWT_ENABLED="true", JWT_ALGORITHM="HS256", JWT_SECRET=SECRET)
         )
-        rest = sorted(p.name for p in SDIST_TESTS.glob("test_*.py") if p.name not in WAITING)
+        rest = sorted(p.name for p in SDIST_TESTS.glob("test_*.py") if p.name not in ALONE)
         runs = [
             SdistRun(labels[0], plain.url, rest, workdir, JWT_SECRET=""),
-            SdistRun(labels[1], plain.url, list(WAITING), workdir, JWT_SECRET=""),
-            SdistRun(labels[2], secured.url, ["test_auth.py"], workdir, JWT_SECRET=SECRET,
+            *(SdistRun(label, plain.url, [f], workdir, JWT_SECRET="")
+              for label, f in zip(labels[1:-1], ALONE, strict=True)),
+            SdistRun(labels[-1], secured.url, ["test_auth.py"], workdir, JWT_SECRET=SECRET,
                      QUEEN_TEST_BEARER_TOKEN=hs256("client26", "admin")),
         ]  # fmt: skip
         for run in runs:

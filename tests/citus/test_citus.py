@@ -3,7 +3,10 @@ schema, and where one partition's statements run (citus.log_remote_commands)."""
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
+from typing import Any
 
 import psycopg2
 import psycopg2.extensions
@@ -243,3 +246,105 @@ def test_a_migration_with_ddl_on_distributed_tables_applies_statement_by_stateme
             )
     finally:
         conn.close()
+
+
+def test_stream_state_is_distributed_by_stream_and_a_window_is_leased_and_acked(
+    citus_cluster: CitusCluster, citus_dsn: str
+) -> None:
+    """A stream's offsets and leases: hash-distributed by stream_id in one co-location
+    group of their own (schema/citus/60_streams.sql); a window leased, renewed and acked
+    through the functions of 97_streams.sql, whose statements on that state reach only the
+    worker that holds the stream's shard (the ack knows only the lease id: its stream is
+    found by the id's prefix)."""
+    conn = psycopg2.connect(citus_dsn)
+    conn.autocommit = True
+    cur = conn.cursor()
+    cur.execute(
+        "SELECT p.logicalrelid::text, p.partmethod, a.attname, p.colocationid,"
+        " format_type(c.distributioncolumntype, NULL)"
+        " FROM pg_dist_partition p JOIN pg_dist_colocation c USING (colocationid)"
+        " JOIN pg_attribute a ON a.attrelid = p.logicalrelid"
+        "  AND a.attname = column_to_column_name(p.logicalrelid, p.partkey)"
+        " WHERE p.logicalrelid IN ('queen.stream_consumer_offsets'::regclass,"
+        "                          'queen.stream_leases'::regclass) ORDER BY 1"
+    )
+    rows = cur.fetchall()
+    assert [r[0] for r in rows] == ["queen.stream_consumer_offsets", "queen.stream_leases"]
+    assert {(r[1], r[2], r[4]) for r in rows} == {("h", "stream_id", "uuid")}
+    assert len({r[3] for r in rows}) == 1  # co-located with each other
+    cur.execute(
+        "SELECT colocationid FROM pg_dist_partition WHERE logicalrelid = 'queen.messages'::regclass"
+    )
+    assert cur.fetchone() != (rows[0][3],)  # a group of their own, not the message path's
+
+    cur.execute("INSERT INTO queen.queues (name) VALUES ('st-q') RETURNING id")
+    (qid,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute(
+        "INSERT INTO queen.partitions (queue_id, name) VALUES (%s, 'p') RETURNING id", (qid,)
+    )
+    (pid,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute(
+        "INSERT INTO queen.messages (transaction_id, partition_id, payload, partition_offset)"
+        " SELECT 't' || g, %s, jsonb_build_object('n', g), g - 1 FROM generate_series(1, 2) g",
+        (pid,),
+    )
+    definition = {
+        "name": "st-s", "namespace": "", "partitioned": False, "window_type": "count",
+        "window_duration_ms": None, "window_slide_ms": None, "window_size_count": 2,
+        "window_grace_period_ms": 0, "window_lease_timeout_ms": 60000,
+        "source_queue_names": ["st-q"],
+    }  # fmt: skip
+    cur.execute("SELECT queen.stream_define_v1(%s::jsonb)", (json.dumps(definition),))
+    stream_id = cur.fetchone()[0]["stream"]["id"]  # type: ignore[index]
+    cur.execute(
+        "SELECT nodeport FROM citus_shards WHERE shardid ="
+        " get_shard_id_for_distribution_column('queen.stream_leases', %s)",
+        (stream_id,),
+    )
+    (holder,) = cur.fetchone()  # type: ignore[misc]
+    cur.execute("SET citus.log_remote_commands = on")
+    cur.execute("SET client_min_messages = log")
+
+    def on(statement: str, arg: dict[str, Any]) -> tuple[Any, set[int]]:
+        del conn.notices[:]
+        cur.execute(statement, (json.dumps(arg),))
+        (result,) = cur.fetchone()  # type: ignore[misc]
+        stream_state = [n for n in conn.notices if "stream_leases" in n or "stream_consumer" in n]
+        assert stream_state, conn.notices
+        return result, _remote_ports(stream_state)
+
+    proposed = str(uuid.uuid4())
+    ask = {"idx": 0, "stream": "st-s", "consumerGroup": "g", "leaseId": proposed}
+    polled, ports = on("SELECT queen.stream_poll_v1(%s::jsonb)", {"requests": [ask]})
+    assert ports == {holder}
+    [answer] = polled
+    window = answer["window"]
+    assert [m["data"]["n"] for m in window["messages"]] == [1, 2]
+    lease = window["leaseId"]
+    assert lease[:19] == stream_id[:19] and lease[19:] == proposed[19:]
+    renewed, ports = on(
+        "SELECT queen.stream_renew_v1(%s::jsonb)", {"leaseId": lease, "extendMs": 5000}
+    )
+    assert renewed["leaseId"] == lease and ports == {holder}
+    acked, ports = on("SELECT queen.stream_ack_v1(%s::jsonb)", {"leaseId": lease})
+    assert acked["acknowledged"] and acked["messages"] == 2 and ports == {holder}
+    again, _ = on("SELECT queen.stream_ack_v1(%s::jsonb)", {"leaseId": lease})
+    assert again == {"error": "invalid_lease"}
+    cur.execute("RESET citus.log_remote_commands")
+    cur.execute(
+        "SELECT cursor_id, windows_acked, messages_acked FROM queen.stream_consumer_offsets"
+        " WHERE stream_id = %s",
+        (stream_id,),
+    )
+    assert cur.fetchall() == [(_last_id(cur, pid), 1, 2)]
+    cur.execute("DELETE FROM queen.streams WHERE id = %s", (stream_id,))  # cascades
+    cur.execute("SELECT count(*) FROM queen.stream_consumer_offsets WHERE stream_id = %s",
+                (stream_id,))  # fmt: skip
+    assert cur.fetchone() == (0,)
+    conn.close()
+
+
+def _last_id(cur: psycopg2.extensions.cursor, pid: str) -> int:
+    cur.execute("SELECT max(id) FROM queen.messages WHERE partition_id = %s", (pid,))
+    (last,) = cur.fetchone()  # type: ignore[misc]
+    return int(last)

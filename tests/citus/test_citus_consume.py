@@ -3,18 +3,19 @@
 workers, in order per partition, never two consumers on one partition; retries that reach
 the dead-letter queue; a transaction's ack and push on two workers committed or rolled
 back as a whole; and a pop, an ack and a renewal of one partition each one delegated call
-on the worker that holds the partition (queen.pop_partition_v1, ack_partition_v1,
+on the worker that holds the partition (queen.pop_partition_v1, ack_partition_v2,
 renew_partition_v1; schema/citus/40_delegate.sql)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import threading
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -326,18 +327,35 @@ def _remote_calls(log_text: str, function: str) -> list[tuple[str, int]]:
     return [(m.group(1), int(m.group(2))) for m in pattern.finditer(log_text)]
 
 
+@contextlib.contextmanager
+def _remote_command_log(cluster: CitusCluster, dsn: str) -> Iterator[Callable[[], str]]:
+    """The commands the coordinator sends to the workers (citus.log_remote_commands) for
+    the sessions that start inside the block: a function that reads what its log got."""
+    dbname = dsn.rsplit("/", 1)[1].split("?")[0]
+    coordinator = cluster.dsn("coordinator", dbname)
+    log = cluster.folder / "coordinator.log"
+    _sql(coordinator, f'ALTER DATABASE "{dbname}" SET citus.log_remote_commands = on')
+    _sql(coordinator, f'ALTER DATABASE "{dbname}" SET log_min_messages = notice')
+    offset = log.stat().st_size
+
+    def read() -> str:
+        with log.open(errors="replace") as f:
+            f.seek(offset)
+            return f.read()
+
+    try:
+        yield read
+    finally:
+        _sql(coordinator, f'ALTER DATABASE "{dbname}" RESET citus.log_remote_commands')
+        _sql(coordinator, f'ALTER DATABASE "{dbname}" RESET log_min_messages')
+
+
 def test_one_partition_operations_are_one_call_on_the_worker_that_holds_it(
     citus_cluster: CitusCluster, citus_dsn: str
 ) -> None:
     """Through the real server: the pop of a named partition, its ack and the renewal of
     its lease each reach the coordinator as one delegated call, sent to the holder."""
-    dbname = citus_dsn.rsplit("/", 1)[1].split("?")[0]
-    coordinator = citus_cluster.dsn("coordinator", dbname)
-    log = citus_cluster.folder / "coordinator.log"
-    _sql(coordinator, f'ALTER DATABASE "{dbname}" SET citus.log_remote_commands = on')
-    _sql(coordinator, f'ALTER DATABASE "{dbname}" SET log_min_messages = notice')
-    try:
-        offset = log.stat().st_size
+    with _remote_command_log(citus_cluster, citus_dsn) as logged:
         with (
             ServerProcess(citus_dsn, workers=1) as srv,
             httpx.Client(base_url=srv.url, timeout=30) as client,
@@ -354,15 +372,10 @@ def test_one_partition_operations_are_one_call_on_the_worker_that_holds_it(
             assert all(x["success"] for x in r.json()), r.text
             got = _pop(client, f"/api/v1/pop/queue/{q}/partition/p", batch=2)
             assert got is not None and [m["data"] for m in got["messages"]] == [2, 3]
-        with log.open(errors="replace") as f:
-            f.seek(offset)
-            text = f.read()
-    finally:
-        _sql(coordinator, f'ALTER DATABASE "{dbname}" RESET citus.log_remote_commands')
-        _sql(coordinator, f'ALTER DATABASE "{dbname}" RESET log_min_messages')
+        text = logged()
     # the server knew the partition from the push's answer: every pop of it delegated
     assert _remote_calls(text, "pop_partition_v1") == [(pid, holder), (pid, holder)]
-    assert _remote_calls(text, "ack_partition_v1") == [(pid, holder)]
+    assert _remote_calls(text, "ack_partition_v2") == [(pid, holder)]
     assert _remote_calls(text, "renew_partition_v1") == [(pid, holder)]
 
 
@@ -393,8 +406,8 @@ def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
         assert ports == {holder}
         del conn.notices[:]
         cur.execute(
-            "SELECT queen.ack_partition_v1(%s::uuid, %s::jsonb)",
-            (pid, psycopg2.extras.Json({"acks": _acks(popped["messages"])})),
+            "SELECT queen.ack_partition_v2(%s::uuid, %s::text)",
+            (pid, json.dumps({"acks": _acks(popped["messages"])})),
         )
         acked = json.loads(cur.fetchone()[0])  # type: ignore[index]
         assert all(x["success"] for x in acked["results"])
@@ -403,3 +416,35 @@ def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
         assert ports == {holder}
     finally:
         conn.close()
+
+
+def test_pops_of_a_queue_take_the_candidates_an_earlier_pop_left_on_their_workers(
+    citus_cluster: CitusCluster, citus_dsn: str
+) -> None:
+    """A pop of a whole queue reads the ready index on every shard; the ready partitions it
+    did not take come back with its answer, and the next pops of the queue try them one by
+    one, each a delegated call on the partition's worker: 8 one-message partitions are
+    drained by 1 pop over the shards and 7 delegated ones, each partition once."""
+    q = _name()
+    with _remote_command_log(citus_cluster, citus_dsn) as logged:
+        with (
+            ServerProcess(citus_dsn, workers=1) as srv,
+            httpx.Client(base_url=srv.url, timeout=30) as client,
+        ):
+            _push(client, [{"queue": q, "partition": f"p{n}", "payload": n} for n in range(8)])
+            got = []
+            for _ in range(8):
+                popped = _pop(client, f"/api/v1/pop/queue/{q}", batch=1)
+                assert popped is not None and len(popped["messages"]) == 1, popped
+                assert "candidates" not in popped
+                got += popped["messages"]
+            assert _pop(client, f"/api/v1/pop/queue/{q}", batch=1, wait="false") is None
+            r = client.post("/api/v1/ack/batch", json={"acknowledgments": _acks(got)})
+            assert all(x["success"] for x in r.json()), r.text
+        text = logged()
+    assert sorted(m["data"] for m in got) == list(range(8))
+    delegated = _remote_calls(text, "pop_partition_v1")
+    assert len(delegated) == 7, delegated
+    pids = {m["partitionId"] for m in got}
+    assert {pid for pid, _ in delegated} <= pids and len({pid for pid, _ in delegated}) == 7
+    assert all(port == _holder(citus_dsn, pid) for pid, port in delegated)

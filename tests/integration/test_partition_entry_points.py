@@ -1,5 +1,5 @@
 """The one-partition entry points the store calls when a pop, an ack or a renewal concerns
-one partition (queen.pop_partition_v1, ack_partition_v1, renew_partition_v1; on Citus each
+one partition (queen.pop_partition_v1, ack_partition_v2, renew_partition_v1; on Citus each
 one call on the partition's worker): on PostgreSQL they answer as the general calls do."""
 
 from __future__ import annotations

@@ -461,6 +461,52 @@ def test_renew_extends_a_live_lease_only(pg_conn: Conn) -> None:
     assert call(pg_conn, "stream_renew_v1", {"leaseId": w["leaseId"], "extendMs": 1000}) is None
 
 
+def test_a_lease_id_carries_its_stream(pg_conn: Conn) -> None:
+    """The stream's offsets and leases are keyed by the stream first (on Citus distributed
+    by it): a lease id starts with its stream id's first 8 bytes, and an ack, renewal or
+    release finds the stream by them."""
+    b = base()
+    queue(pg_conn, "cq")
+    put(pg_conn, "cq", b + 100, "a")
+    put(pg_conn, "cq", b + 5000, "mark")
+    one = define(pg_conn, "cs1", ["cq"], window_duration_ms=1000)["stream"]["id"]
+    other = define(pg_conn, "cs2", ["cq"], window_duration_ms=1000)["stream"]["id"]
+    proposed = str(uuid.uuid4())
+    req = {"idx": 0, "stream": "cs1", "consumerGroup": "g", "leaseId": proposed}
+    [res] = call(pg_conn, "stream_poll_v1", {"requests": [req], "stopOnEmpty": True})
+    lease = res["window"]["leaseId"]
+    assert lease == one[:19] + proposed[19:]
+    assert uuid.UUID(lease).version == 4
+    elsewhere = other[:19] + proposed[19:]  # the same random part under another stream
+    assert ack(pg_conn, elsewhere).get("error") == "invalid_lease"
+    assert call(pg_conn, "stream_renew_v1", {"leaseId": elsewhere, "extendMs": 1000}) is None
+    assert call(pg_conn, "stream_release_v1", {"leaseIds": [elsewhere, proposed]}) == 0
+    assert ack(pg_conn, lease)["success"] is True
+
+
+def test_a_lease_handed_out_before_its_id_carried_its_stream_is_still_acked(
+    pg_conn: Conn,
+) -> None:
+    """A lease whose id does not start with its stream's (handed out before migration 0023)
+    is found among the leases: it can still be renewed and acked."""
+    b = base()
+    queue(pg_conn, "oq")
+    put(pg_conn, "oq", b + 100, "a")
+    put(pg_conn, "oq", b + 5000, "mark")
+    define(pg_conn, "os1", ["oq"], window_duration_ms=1000)
+    req = {"idx": 0, "stream": "os1", "consumerGroup": "g", "leaseId": str(uuid.uuid4())}
+    [res] = call(pg_conn, "stream_poll_v1", {"requests": [req], "stopOnEmpty": True})
+    old = str(uuid.uuid4())
+    with pg_conn.cursor() as cur:
+        cur.execute(
+            "UPDATE queen.stream_leases SET lease_id = %s WHERE lease_id = %s",
+            (old, res["window"]["leaseId"]),
+        )
+    assert call(pg_conn, "stream_renew_v1", {"leaseId": old, "extendMs": 1000}) is not None
+    assert ack(pg_conn, old)["success"] is True
+    assert ack(pg_conn, str(uuid.uuid4())).get("error") == "invalid_lease"
+
+
 def ms_of_us(iso: str) -> float:
     return (datetime.fromisoformat(iso) - EPOCH) / timedelta(milliseconds=1)
 
