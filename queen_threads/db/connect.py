@@ -4,6 +4,7 @@ mapping of driver errors onto the project's errors, standalone connections and L
 from __future__ import annotations
 
 import logging
+import re
 import select
 from collections.abc import Sequence
 from contextlib import suppress
@@ -18,15 +19,39 @@ from queen_threads.errors import DatabaseError, DatabaseUnavailable, ValidationE
 
 log = logging.getLogger("queen_threads.db")
 
+CITUS_REMOTE = "while executing command on"  # Citus's context line of a worker's error
+
 Connection = psycopg2.extensions.connection
 Cursor = psycopg2.extensions.cursor
 Params = Sequence[Any] | dict[str, Any] | None
 
 # SQLSTATE classes that mean "the server or the link is gone / overloaded": retryable 503.
 _UNAVAILABLE_CLASSES = ("08", "53", "57")  # connection exception, resources, operator intervention
-# Citus on a worker node that went away mid-transaction (its cached connection to the node
-# fails); an internal error (XX000) without a code of its own.
-_CITUS_NODE_LOST = "failure on connection marked as essential"
+# Citus cannot (re)open its connection to a worker (SQLSTATE 08006, or XX000 when relayed).
+_CITUS_REMOTE_NODE_FAILED = "connection to the remote node"
+# A Citus coordinator relays a failure of its connection to a worker node (the node went
+# away, restarted, or a backend there ended) as an internal error (XX000) when libpq gave it
+# no SQLSTATE: the text is libpq's or Citus's own. Seen while a node was stopped under load
+# (tests/citus/test_citus_faults.py) and while shards moved (test_citus_rebalance.py).
+_CITUS_LINK_LOST = (
+    "failure on connection marked as essential",
+    "server closed the connection unexpectedly",
+    "connection not open",
+    "no connection to the server",
+    "could not receive data from server",
+    "could not send data to server",
+    _CITUS_REMOTE_NODE_FAILED,
+    "lost connection to",
+    "ssl syscall error",
+)
+# A statement that reached a shard placement a move had just dropped (citus_rebalance_start:
+# the old placement goes once the move has committed): `relation "queen.messages_102008"
+# does not exist`, raised on a worker; a write planned against the shard's old metadata
+# says `could not find valid entry for shard 102008` (XX000). (Both are what Citus's own
+# developers show for a statement racing a shard's removal: citusdata/citus#6029.) The same
+# statement finds the new placement again.
+_SHARD_RELATION_GONE = re.compile(r'^relation "[^"]+_[0-9]+" does not exist')
+_SHARD_ENTRY_GONE = ("could not find valid entry for shard", "could not find any shard placements")
 
 # TCP keepalives on every connection the project opens (pool, LISTEN, background sessions,
 # migrations): a link that died without a FIN or RST (a host or NAT that vanished) is
@@ -102,15 +127,55 @@ def translate(exc: BaseException) -> Exception:
             return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
     if isinstance(exc, psycopg2.Error):
         code = getattr(exc, "pgcode", None) or ""
-        if code == "XX000" and _first_line(exc).startswith(_CITUS_NODE_LOST):
+        if citus_link_lost(exc):
             # a Citus node the statement needed went away (Citus gives it no SQLSTATE)
             return DatabaseUnavailable(f"database unavailable: {_first_line(exc)}")
+        if shard_metadata_changed(exc):
+            return DatabaseUnavailable(f"database busy (a shard moved): {_first_line(exc)}")
         if code.startswith("22") or code in ("23514", "P0002"):
             return ValidationError(_first_line(exc))
         if code[:2] in _UNAVAILABLE_CLASSES or code in ("40001", "40P01", "55P03"):
             return DatabaseUnavailable(f"database busy: {_first_line(exc)}")
         return DatabaseError(_first_line(exc))
     return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
+
+
+def citus_link_lost(exc: BaseException) -> bool:
+    """A Citus coordinator lost its connection to a worker node mid-statement and said so
+    as an internal error (XX000): libpq's or Citus's text, not a SQLSTATE. (The same text
+    without a code is the driver's own: this process's connection is gone.)"""
+    if getattr(exc, "pgcode", None) != "XX000" or not isinstance(exc, psycopg2.Error):
+        return False
+    line = _first_line(exc).lower()
+    return any(text in line for text in _CITUS_LINK_LOST)
+
+
+def shard_metadata_changed(exc: BaseException) -> bool:
+    """A statement raced a Citus shard move: it reached a placement the move had just
+    dropped, or metadata that no longer names the shard."""
+    code = getattr(exc, "pgcode", None)
+    if code == "42P01":
+        return raised_on_worker(exc) and _SHARD_RELATION_GONE.match(_first_line(exc)) is not None
+    return code == "XX000" and _first_line(exc).startswith(_SHARD_ENTRY_GONE)
+
+
+def from_worker_link(exc: BaseException) -> bool:
+    """The error is about a Citus coordinator's link to a worker (or was raised on a
+    worker), relayed over a connection to the coordinator that is itself fine."""
+    if not isinstance(exc, psycopg2.Error) or not getattr(exc, "pgcode", None):
+        return False
+    return (
+        citus_link_lost(exc)
+        or raised_on_worker(exc)
+        or _first_line(exc).startswith(_CITUS_REMOTE_NODE_FAILED)
+    )
+
+
+def raised_on_worker(exc: BaseException) -> bool:
+    """The error came from a Citus worker node (its context names the command sent there)."""
+    diag = getattr(exc, "diag", None)
+    context = (getattr(diag, "context", None) or "") if diag is not None else ""
+    return CITUS_REMOTE in context
 
 
 def _first_line(exc: BaseException) -> str:
@@ -127,6 +192,8 @@ def is_connection_error(exc: BaseException) -> bool:
         return False
     if not isinstance(translate(exc), DatabaseUnavailable):
         return False
+    if from_worker_link(exc):
+        return False  # a worker's link broke, not this one (while a shard moves: often)
     code = getattr(exc, "pgcode", None) or ""
     return not code or code[:2] in _UNAVAILABLE_CLASSES
 

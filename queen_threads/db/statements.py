@@ -28,6 +28,7 @@ from queen_threads.db.connect import (
     Cursor,
     Params,
     PoolConfig,
+    from_worker_link,
     is_connection_error,
     translate,
 )
@@ -35,13 +36,6 @@ from queen_threads.db.pool import Pool
 
 Fetch = Literal["rowcount", "row", "rows"]
 FEATURE_NOT_SUPPORTED = "0A000"
-CITUS_REMOTE = "while executing command on"
-
-
-def raised_on_worker(exc: psycopg2.Error) -> bool:
-    """The error came from a Citus worker node (its context names the command sent there)."""
-    context = getattr(exc.diag, "context", None) or ""
-    return CITUS_REMOTE in context
 
 
 def run_named(cur: Cursor, name: str, params: Params, fetch: Fetch, prefix: str = "") -> Any:
@@ -160,8 +154,10 @@ class Database(Statements):
             # An error raised on a Citus worker leaves that worker's backend in the
             # coordinator session's connection cache; Citus 13.2.2 was seen crashing such a
             # backend (signal 11) at a later COMMIT PREPARED: that session is not reused
-            # either. (Never on PostgreSQL: the context names a worker.)
-            discard = exc.pgcode == FEATURE_NOT_SUPPORTED or raised_on_worker(exc)
+            # either, nor one whose link to a worker broke (a node restarted, a shard
+            # moved). Only that session: the idle ones and this process's link to the
+            # coordinator are fine. (Never on PostgreSQL: these name a worker.)
+            discard = exc.pgcode == FEATURE_NOT_SUPPORTED or from_worker_link(exc)
             error = translate(exc)
             if conn.closed:  # the link itself is gone, not just this statement
                 self.pool.note_unreachable(str(error))
