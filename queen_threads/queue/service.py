@@ -36,7 +36,8 @@ class QueueService:
         self.store = store
         self.polling = polling
         self.sinks = list(sinks)
-        self.batcher = PushBatcher(store.push)
+        # On Citus (once known) a call carries one partition's requests: it is delegated.
+        self.batcher = PushBatcher(store.push, across=lambda: not store.citus.known())
         self.failover = failover
         # Sees the results of every push of the HTTP path (metrics count `buffered` items).
         self.on_push_results = on_push_results

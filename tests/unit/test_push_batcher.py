@@ -147,6 +147,21 @@ def test_calls_never_overlap_on_a_partition() -> None:
     assert [r["transactionId"] for r in out[2]] == ["c"]
 
 
+def test_without_across_a_call_carries_only_the_leaders_partition() -> None:
+    """On Citus a call of one partition is delegated to its node: requests for other
+    partitions wait for calls of their own instead of joining (one at a time here)."""
+    store = GatedStore()
+    batcher = PushBatcher(store.push, max_concurrent=1, across=lambda: False)
+    requests = [items("a", partition="A"), items("b", partition="B"),
+                items("a2", partition="A"), items("b2", partition="B")]  # fmt: skip
+    out = run_concurrently(batcher, store, requests)
+    # after "a": B's two requests share a call, A's second one goes alone
+    assert store.calls[0] == ["a"] and len(store.calls) == 3, store.calls
+    assert all(len({tid[0] for tid in call}) == 1 for call in store.calls), store.calls
+    assert sorted(t for call in store.calls for t in call) == ["a", "a2", "b", "b2"]
+    assert [r["transactionId"] for r in out[3]] == ["b2"]
+
+
 def test_a_request_waits_behind_an_older_one_sharing_a_partition() -> None:
     """First come, first served per partition: a later small request to a partition an
     older waiting request also needs does not jump ahead of it."""
