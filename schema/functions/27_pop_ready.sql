@@ -213,10 +213,55 @@ BEGIN
         VALUES (v_q, p_group)
         ON CONFLICT DO NOTHING;
         CONTINUE WHEN NOT FOUND;
-        PERFORM queen._cursor_rows(
-            ARRAY(SELECT pl.partition_id FROM queen.partition_lookup pl WHERE pl.queue_id = v_q),
-            p_group);
+        PERFORM queen._cursor_rows_of_queue(v_q, p_group);
     END LOOP;
+END;
+$$;
+
+-- The cursor rows of every partition of a queue with a message for p_group, in one
+-- statement: on Citus an INSERT ... SELECT between the co-located partition_lookup and
+-- partition_consumers, one command per shard (a registration reaches every node anyway:
+-- its lock is taken on each). One statement per partition, as queen._cursor_rows writes
+-- them, cost 1.7 ms each there: 17 s at 10,000 partitions. The same rows as
+-- queen._cursor_rows(<the queue's partitions>, p_group).
+CREATE OR REPLACE FUNCTION queen._cursor_rows_of_queue(p_qid uuid, p_group text)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    q       queen.queues;
+    v_start timestamptz;
+BEGIN
+    SELECT * INTO q FROM queen.queues WHERE id = p_qid;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    v_start := CASE WHEN p_group = '__QUEUE_MODE__' THEN NULL
+                    ELSE queen._subscription_start(p_group, q.name, '', q.namespace, q.task) END;
+    INSERT INTO queen.partition_consumers AS pc
+           (partition_id, consumer_group, queue_id, head_created_at, head_id,
+            last_consumed_created_at, last_consumed_id, not_before)
+    SELECT pl.partition_id, p_group, pl.queue_id, pl.last_message_created_at,
+           pl.last_message_id,
+           CASE WHEN p_group = '__QUEUE_MODE__' THEN NULL
+                WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                ELSE v_start END,
+           CASE WHEN (CASE WHEN p_group = '__QUEUE_MODE__' THEN NULL
+                           WHEN m.id IS NOT NULL THEN m.subscription_timestamp
+                           ELSE v_start END) IS NULL
+                THEN 0 ELSE 9223372036854775807 END,
+           pl.last_message_created_at  -- in the ready set since its newest message
+      FROM queen.partition_lookup pl
+      JOIN queen.partitions p ON p.id = pl.partition_id
+      LEFT JOIN queen.consumer_groups_metadata m
+             ON m.consumer_group = p_group
+            AND m.queue_name = q.name AND m.partition_name = p.name
+            AND m.namespace = '' AND m.task = '' AND p.name <> ''
+     WHERE pl.queue_id = p_qid
+    ON CONFLICT (partition_id, consumer_group) DO UPDATE
+       SET queue_id = EXCLUDED.queue_id,
+           head_created_at = EXCLUDED.head_created_at,
+           head_id = EXCLUDED.head_id
+     WHERE pc.queue_id IS NULL OR pc.head_id IS NULL;
 END;
 $$;
 
