@@ -175,7 +175,12 @@ RETURNS TABLE (idx integer, txn text, pid uuid, status text, err text, etype tex
                pname text, qname text, ns text, tk text, retry_limit integer,
                retry_delay integer, retry_strategy text, retry_delay_max integer,
                retry_jitter real)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- Key lookups, whatever the statistics say: a sequential scan of queen.partitions evaluated
+-- the partitionId's parse (a regular expression) once per partition row (measured: 1.4 ms
+-- per ack at 140 partitions, 0.3 ms with the index), a cost that grew with the partitions.
+SET enable_seqscan = off
+AS $$
 #variable_conflict use_column
 BEGIN
     RETURN QUERY
