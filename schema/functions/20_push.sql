@@ -128,9 +128,14 @@ BEGIN
     END IF;
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     --    (Queues and partitions are rarely new: the inserts run only when one is missing.)
+    --    (Every definition below is found by a key lookup per pair, whatever the planner
+    --    estimates: planned for jsonb_array_elements' default 100 rows, a join read every
+    --    row of queen.partitions or queen.queues per push. The lookups are LATERAL with
+    --    LIMIT 1, the NOT EXISTS tests have OFFSET 0 so that they stay probes.)
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
                 WHERE pr ->> 0 <> ''
-                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)) THEN
+                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0
+                                  OFFSET 0)) THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.queues (name, namespace, task)
         SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
@@ -143,9 +148,11 @@ BEGIN
 
     -- 2. Missing partitions.
     IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
-                 JOIN queen.queues q ON q.name = pr ->> 0
+                CROSS JOIN LATERAL (SELECT q0.id FROM queen.queues q0
+                                     WHERE q0.name = pr ->> 0 LIMIT 1) q
                 WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
-                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1)) THEN
+                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1
+                                  OFFSET 0)) THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.partitions (queue_id, name)
         SELECT q.id, pr ->> 1
@@ -185,8 +192,10 @@ BEGIN
         INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
         SELECT p.id, (pr ->> 3)::bigint - (pr ->> 2)::bigint + 1, v_now
           FROM jsonb_array_elements(v_pairs) pr
-          JOIN queen.queues q ON q.name = pr ->> 0
-          JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1
+         CROSS JOIN LATERAL (SELECT q0.id FROM queen.queues q0
+                              WHERE q0.name = pr ->> 0 LIMIT 1) q
+         CROSS JOIN LATERAL (SELECT p0.id FROM queen.partitions p0
+                              WHERE p0.queue_id = q.id AND p0.name = pr ->> 1 LIMIT 1) p
          ORDER BY p.id
         ON CONFLICT (partition_id) DO UPDATE
            SET next_offset = pc.next_offset + EXCLUDED.next_offset,
@@ -199,8 +208,10 @@ BEGIN
                      ORDER BY pr ->> 0, pr ->> 1)
       INTO v_out
       FROM jsonb_array_elements(v_pairs) pr
-      LEFT JOIN queen.queues q ON q.name = pr ->> 0
-      LEFT JOIN queen.partitions p ON p.queue_id = q.id AND p.name = pr ->> 1;
+      LEFT JOIN LATERAL (SELECT q0.id FROM queen.queues q0
+                          WHERE q0.name = pr ->> 0 LIMIT 1) q ON true
+      LEFT JOIN LATERAL (SELECT p0.id FROM queen.partitions p0
+                          WHERE p0.queue_id = q.id AND p0.name = pr ->> 1 LIMIT 1) p ON true;
     RETURN v_out;
 END;
 $$;
@@ -255,7 +266,10 @@ BEGIN
                        AS shifts,
                    min((pr ->> 5)::bigint - (pr ->> 3)::bigint - 1) AS shift
               FROM jsonb_array_elements(v_pairs) pr
-              LEFT JOIN queen.queues q ON q.name = pr ->> 0
+              -- (a key lookup per pair: see _push_prepare)
+              LEFT JOIN LATERAL (SELECT q0.max_queue_size, q0.encryption_enabled
+                                   FROM queen.queues q0 WHERE q0.name = pr ->> 0
+                                  LIMIT 1) q ON true
              GROUP BY pr ->> 0) x;
 
     IF NOT coalesce(v_fast, false) THEN
@@ -364,7 +378,8 @@ BEGIN
                     'kind', 'push', 'queue', q.name, 'partition', pr ->> 1,
                     'namespace', q.namespace, 'task', q.task))
            FROM jsonb_array_elements(v_pairs) pr
-           JOIN queen.queues q ON q.name = pr ->> 0;
+          CROSS JOIN LATERAL (SELECT q0.name, q0.namespace, q0.task FROM queen.queues q0
+                               WHERE q0.name = pr ->> 0 LIMIT 1) q;
     END IF;
     RETURN v_result;
 END;
@@ -406,7 +421,10 @@ BEGIN
                q.namespace AS ns, q.task AS tk,
                coalesce(q.encryption_enabled AND NOT i.is_enc, false) AS plain_in_enc
           FROM items i
-          LEFT JOIN queen.queues q ON q.name = i.qn
+          -- (a key lookup per item: see _push_prepare)
+          LEFT JOIN LATERAL (SELECT q0.id, q0.max_queue_size, q0.namespace, q0.task,
+                                    q0.encryption_enabled
+                               FROM queen.queues q0 WHERE q0.name = i.qn LIMIT 1) q ON true
           LEFT JOIN jsonb_array_elements(v_pairs) pr(x)
                  ON pr.x ->> 0 = i.qn AND pr.x ->> 1 = i.pn
     ),
