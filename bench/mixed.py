@@ -21,7 +21,7 @@ from typing import Any, Protocol, overload
 import orjson
 
 from bench import servermetrics
-from bench.common import Context, Figure, RunResult, log, now
+from bench.common import Context, Figure, RunResult, check_pushed, log, now
 from bench.e2e import prepare, until_ready
 from bench.e2e_flow import Books, Producer, all_or_none, consumer, latency_stats, settle, stop
 from bench.httpclient import Connection, close_all
@@ -214,11 +214,34 @@ def other_target(ctx: Context) -> Target | None:
     return attach_url(s.mixed_other_url.rstrip("/"), s.mixed_other_database_url)
 
 
+async def idle_partitions(ctx: Context, label: str, count: int) -> None:
+    """`count` partitions of another queue, one message each (pushed 1,000 per request):
+    what a database of a real deployment holds beside the queue under load."""
+    if count <= 0:
+        return
+    queue = ctx.queue("x", f"{label}-idle")
+    (setup,) = await ctx.connect(1)
+    try:
+        for start in range(0, count, 1000):
+            items = [it for i in range(start, min(count, start + 1000))
+                     for it in ctx.items(queue, f"i{i}", 0, 1)]  # fmt: skip
+            raw = setup.render("POST", "/api/v1/push", orjson.dumps({"items": items}))
+            check_pushed(await setup.request_raw(raw, "POST"), len(items), "(x) idle partitions")
+    finally:
+        await setup.close()
+
+
 async def mixed_load(ctx: Context, run: int) -> RunResult:
     """Each asked rate on the server under test, then (with --mixed-other-url) on the
     other server right after it: the two meet the same moment of a shared machine."""
     s = ctx.sizes
     other = other_target(ctx)
+    if run == 0:
+        for prefix, target in (("", None), (OTHER, other)):
+            if prefix and target is None:
+                continue
+            with ctx.against(target) if target is not None else contextlib.nullcontext():
+                await idle_partitions(ctx, f"{prefix}idle", s.mixed_idle_partitions)
     figures: dict[str, float] = {}
     cpu: dict[str, dict[str, float | None]] = {}
     steps: dict[str, list[dict[str, Any]]] = {"": [], OTHER: []}

@@ -111,6 +111,7 @@ class Sizes:
     mixed_consumers: int = 8  # (x): long-polling consumers
     mixed_batch: int = 10  # (x): the consumers' pop batch
     mixed_p99_limit_ms: float = 50.0  # (x): the headline's latency bound
+    mixed_idle_partitions: int = 0  # (x): partitions of another queue in the database first
     mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
     mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
     mixed_long_rate: float = 800.0  # (y): msg/s asked
@@ -359,6 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--mixed-step", type=_positive_float, help="(x): seconds per rate (25)")
     p.add_argument(
+        "--mixed-idle-partitions",
+        type=int,
+        help="(x): first create this many partitions (one message each) of another queue, as"
+        " a database with other customers' partitions has (0)",
+    )
+    p.add_argument(
         "--mixed-other-url",
         help="(x): run each step against this server too, right after (e.g. the original"
         " Queen), so both are measured in one run",
@@ -450,6 +457,7 @@ def parse_args(argv: list[str]) -> Options:
         ("scaling_analyze", "scaling_analyze"),
         ("mixed_rates", "mixed_rates"),
         ("mixed_step", "mixed_step_s"),
+        ("mixed_idle_partitions", "mixed_idle_partitions"),
         ("mixed_other_url", "mixed_other_url"),
         ("mixed_other_database_url", "mixed_other_database_url"),
         ("mixed_long_rate", "mixed_long_rate"),
