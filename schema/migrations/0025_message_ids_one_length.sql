@@ -6,8 +6,8 @@
 -- 1002, 998, 999 (docs/streams.md). The original server's ids sort as strings too.
 --
 -- 15 digits last for 9 * 10^14 ids (to 999,999,999,999,999); every id stays below 2^53
--- (about 9.007 * 10^15), so a JavaScript client reading one as a number still gets it
--- exactly.
+-- (about 9.007 * 10^15; on Citus while there are fewer than 32 worker groups), so a
+-- JavaScript client reading one as a number still gets it exactly.
 --
 -- Monotonic: the sequence only moves forward (to 10^14 when its next value is below that;
 -- a database that is past it is left alone), so ids stored before keep sorting before the
