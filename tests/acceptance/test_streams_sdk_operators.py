@@ -15,14 +15,7 @@ from queen.streams.runtime.register import StreamsConfigHashMismatch
 
 from tests.acceptance.conftest import ClientRun
 from tests.support.server import ServerProcess
-from tests.support.streams_sdk import (
-    drain,
-    ids_of_one_length,
-    nothing_more,
-    running,
-    sql,
-    state_keys,
-)
+from tests.support.streams_sdk import drain, nothing_more, running, sql, state_keys
 
 BASE = 1_700_000_040_000
 
@@ -121,11 +114,10 @@ def test_gate_acks_the_allowed_head_and_keeps_the_lease_on_the_rest(
 ) -> None:
     """A gate allowing two messages per key: the cycle acks them (with the gate's state)
     and keeps the lease on the denied tail (release_lease false), so nothing else of the
-    partition is delivered meanwhile. The five source messages get ids of one length: the
-    SDK orders a batch by id as a string, and with ids 99..103 its gate would take [1, 2]
-    first and its ack commit 0 unseen (docs/streams.md, the limits of the guarantee)."""
+    partition is delivered meanwhile. The SDK orders a batch by id as a string: message ids
+    have 15 digits (migration 0025), so that is delivery order; with ids of different
+    lengths (99..103) its gate took [1, 2] first and its ack committed 0 unseen."""
     src, sink, query = unique("sdk-gate-src"), unique("sdk-gate-sink"), unique("sdk-gate")
-    dsn = client_server.env["DATABASE_URL"]
 
     def two_per_key(value: Any, ctx: Any) -> bool:
         used = int(ctx.state.get("used", 0))
@@ -136,7 +128,6 @@ def test_gate_acks_the_allowed_head_and_keeps_the_lease_on_the_rest(
 
     async def body(client: Queen) -> None:
         await client.queue(src).config({"leaseTime": 60}).create()
-        ids_of_one_length(dsn, 5)
         await push(client, src, [{"v": v} for v in range(5)])
         stream = Stream.from_(client.queue(src)).gate(two_per_key).to(client.queue(sink))
 
@@ -148,6 +139,7 @@ def test_gate_acks_the_allowed_head_and_keeps_the_lease_on_the_rest(
         await running(stream, query, client_server.url, check)
 
     client_run(body)
+    dsn = client_server.env["DATABASE_URL"]
     [(acked, leased)] = sql(
         dsn,
         "SELECT sh.acked, pc.lease_expires_at > now() FROM queen.sdk_shards sh"

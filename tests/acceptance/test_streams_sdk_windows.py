@@ -12,13 +12,7 @@ from queen import Queen, Stream
 
 from tests.acceptance.conftest import ClientRun
 from tests.support.server import ServerProcess
-from tests.support.streams_sdk import (
-    drain,
-    ids_of_one_length,
-    nothing_more,
-    running,
-    state_keys,
-)
+from tests.support.streams_sdk import drain, nothing_more, running, state_keys
 
 BASE = 1_700_000_040_000  # event times (ms), on a minute boundary
 
@@ -112,8 +106,8 @@ def test_session_window_closes_when_the_gap_is_exceeded(
     client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
 ) -> None:
     """The SDK runs a batch's events through the session window in its order (createdAt,
-    then id as a string): the rows' order, as their ids have one length (ids_of_one_length:
-    with ids 98..103 it would see 5 s before 0 s and close other sessions)."""
+    then id as a string): the rows' order, as message ids have 15 digits (migration 0025;
+    with ids 98..103 it saw 5 s before 0 s and closed other sessions)."""
     src, sink, query = unique("sdk-sess-src"), unique("sdk-sess-sink"), unique("sdk-sess")
     # Key u: 0, 0.5 s, 1.2 s are one session (gaps <= 1 s); 5 s starts the next one.
     rows = [
@@ -126,7 +120,6 @@ def test_session_window_closes_when_the_gap_is_exceeded(
     ]
 
     async def body(client: Queen) -> None:
-        ids_of_one_length(client_server.env["DATABASE_URL"], len(rows))
         await push(client, src, "p1", rows)
         stream = (
             Stream.from_(client.queue(src))

@@ -91,28 +91,6 @@ def sql(dsn: str, statement: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def ids_of_one_length(dsn: str, count: int, slack: int = 100) -> None:
-    """Let the next `count` message ids of the database have one length: when they (or
-    `slack` more, drawn meanwhile by anybody else) would cross a power of ten, the id
-    sequence moves up to it first (ids only grow; a gap is harmless).
-
-    The 0.15.0 runner processes a batch in createdAt order (whole milliseconds), then by the
-    message id as a string, and the messages of one push share a millisecond: "100" sorts
-    before "99", so ids 99..103 are processed as 100, 101, 102, 103, 99 (docs/streams.md,
-    the gate's partial ack). Which ids a test's push gets depends on how many messages the
-    tests before it stored in the session's database; a test that asserts which messages
-    the SDK takes first needs this. (On Citus this is the coordinator's sequence, used by a
-    server process's first push; a push delegated to a worker draws from that node's own
-    range, group id << 48: 15 digits on the first two workers.)"""
-    [(seq,)] = sql(dsn, "SELECT pg_get_serial_sequence('queen.messages', 'id')")
-    [(last, called)] = sql(dsn, f"SELECT last_value, is_called FROM {seq}")
-    first = last + 1 if called else last
-    end = first + count - 1 + slack
-    if len(str(first)) != len(str(end)):  # (never backwards, whoever drew meanwhile)
-        power = 10 ** (len(str(end)) - 1)
-        sql(dsn, f"SELECT setval(%s, greatest(%s, (SELECT last_value FROM {seq})))", seq, power - 1)
-
-
 def state_keys(dsn: str, query: str) -> list[str]:
     rows = sql(
         dsn,
