@@ -132,7 +132,7 @@ class Workload:
         row = self.c.run("push_messages", (orjson.dumps(items).decode(),))
         return list(orjson.loads(row[0]))
 
-    def setup(self, warmup: int = 24) -> None:
+    def setup(self, warmup: int = 48) -> None:
         """The queue and its partitions, then `warmup` untimed calls of each kind (the
         group's registration, the statements' first plans)."""
         rows = self.push_general([self.item(f"p{i}") for i in range(PARTITIONS)])

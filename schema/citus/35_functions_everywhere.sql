@@ -19,7 +19,7 @@ BEGIN
                '_cursor_rows_registered',
                '_registration_lock', '_ensure_subscription', '_subscription_start',
                '_pop_autopilot', '_autopilot', '_pop_ready_count', '_pop_active_leases',
-               '_pop_take', '_pop_due', '_jint', '_jbool', '_try_uuid', '_try_timestamptz',
+               '_pop_take', '_pop_take_with', '_pop_due', '_jint', '_jbool', '_try_uuid', '_try_timestamptz',
                '_iso_us', '_iso_ms',
                -- ack_partition_v1
                'ack_messages_v2', '_ack_items', '_ack_rows', '_ack_messages_of',
