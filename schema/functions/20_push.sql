@@ -629,8 +629,10 @@ CREATE OR REPLACE FUNCTION queen.push_messages_v4(
     p_items jsonb, OUT results json, OUT wake_epoch bigint
 )
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_wakes text;
 BEGIN
-    PERFORM set_config('queen.server_wakes', 'on', true);
+    v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
     wake_epoch := queen._wake_epoch();
     results := queen._push_retrying(p_items, true);
 END;
@@ -653,25 +655,29 @@ DROP FUNCTION IF EXISTS queen.push_partition_v1(uuid, jsonb);
 CREATE OR REPLACE FUNCTION queen.push_partition_v2(p_partition_id uuid, p_items text)
 RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_wakes text;
 BEGIN
-    PERFORM set_config('queen.server_wakes', 'on', true);
+    v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
     RETURN queen._push_retrying(p_items::jsonb, true, p_partition_id)::text;
 END;
 $$;
 
 -- One partition's push, v3 (issue 41): what the server calls since this release, with the
 -- answer and the declining of push_partition_v2. A push of one item (most: a producer's
--- single message) takes its own path of four statements instead of push_partition_v2's
+-- single message) takes its own path of three statements instead of push_partition_v2's
 -- thirteen (pairs, checks, reservation, maps and answer built through jsonb aggregates,
--- a savepoint per call): the partition checked by its key (it is the named one, of an
--- uncapped queue, and the item comes encrypted when its queue is), the offset reserved
--- (the partition's lock, as in _push_prepare), the timestamp's floor read after that lock,
--- the message stored. A duplicate transactionId (a stored message: the INSERT's
--- ON CONFLICT, no savepoint) gives its offset back and answers `duplicate` with the stored
--- message's id, as the general path does. Anything else (several items, a check that
--- fails) is push_partition_v2's own path, unchanged. Not one new statement on Citus: each
--- statement names the partition (a router statement on its node) or reads the reference
--- tables, as push_partition_v2's do.
+-- a savepoint per call): the offset reserved on the partition's counters row (the
+-- partition's lock, as in _push_prepare), by its key and only when the partition is the
+-- named one, of an uncapped queue, and the item comes encrypted when its queue is (an
+-- UPDATE: a partition that never had a message has no row); then, under that lock, the
+-- timestamp's floor (its newest message, _push_fast); then the message stored. A
+-- duplicate transactionId (a stored message: the INSERT's ON CONFLICT, no savepoint)
+-- gives its offset back and answers `duplicate` with the stored message's id, as the
+-- general path does. Anything else (several items, a check that fails) takes
+-- push_partition_v2's path, which declines or answers as before.
+-- On Citus every statement names the partition (a router statement on its node) or reads
+-- the reference tables, as push_partition_v2's do.
 CREATE OR REPLACE FUNCTION queen.push_partition_v3(p_partition_id uuid, p_items text)
 RETURNS text
 LANGUAGE plpgsql
@@ -686,33 +692,36 @@ DECLARE
     v_ts    timestamptz;
     v_id    bigint;
     v_tid   uuid;
+    v_wakes text;
 BEGIN
     IF jsonb_typeof(v_items) = 'object' THEN  -- also {"items": [...]}, as _push_retrying
         v_items := v_items -> 'items';
     END IF;
     IF jsonb_typeof(v_items) = 'array' AND jsonb_array_length(v_items) = 1 THEN
         e := v_items -> 0;
-        PERFORM 1
-           FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-          WHERE p.id = p_partition_id AND q.name = e ->> 'queue'
-            AND p.name = coalesce(nullif(e ->> 'partition', ''), 'Default')
-            AND q.max_queue_size <= 0
-            AND (NOT q.encryption_enabled OR e -> 'isEncrypted' = 'true'::jsonb);
+        -- The partition's lock and its next offset, when the partition is the named one,
+        -- of an uncapped queue, and takes this item.
+        UPDATE queen.partition_counters c
+           SET next_offset = c.next_offset + 1, last_activity = clock_timestamp()
+          FROM queen.partitions p
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE c.partition_id = p_partition_id AND p.id = p_partition_id
+           AND q.name = e ->> 'queue'
+           AND p.name = coalesce(nullif(e ->> 'partition', ''), 'Default')
+           AND q.max_queue_size <= 0
+           AND (NOT q.encryption_enabled OR e -> 'isEncrypted' = 'true'::jsonb)
+        RETURNING c.next_offset - 1 INTO v_off;
     END IF;
-    IF e IS NULL OR NOT FOUND THEN
-        PERFORM set_config('queen.server_wakes', 'on', true);
+    IF v_off IS NOT NULL THEN
+        -- Under the lock: not before the partition's newest message.
+        SELECT greatest(clock_timestamp(), max(pl.last_message_created_at)) INTO v_ts
+          FROM queen.partition_lookup pl WHERE pl.partition_id = p_partition_id;
+    END IF;
+    IF v_off IS NULL THEN
+        v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
         RETURN queen._push_retrying(v_items, true, p_partition_id)::text;
     END IF;
     v_txn := coalesce(e ->> 'transactionId', gen_random_uuid()::text);
-    -- The partition's lock and its next offset (_push_prepare).
-    INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
-    VALUES (p_partition_id, 1, clock_timestamp())
-    ON CONFLICT (partition_id) DO UPDATE
-       SET next_offset = pc.next_offset + 1, last_activity = EXCLUDED.last_activity
-    RETURNING pc.next_offset - 1 INTO v_off;
-    -- Not before the partition's newest message (read under its lock: _push_fast).
-    SELECT greatest(clock_timestamp(), pl.last_message_created_at) INTO v_ts
-      FROM queen.partition_lookup pl WHERE pl.partition_id = p_partition_id;
     INSERT INTO queen.messages
            (id, transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
             created_at, partition_offset, trace_context)
@@ -720,7 +729,7 @@ BEGIN
     VALUES (nextval('queen.messages_id_seq'::regclass), v_txn, p_partition_id,
             coalesce(e -> 'payload', 'null'::jsonb), queen._try_uuid(e ->> 'traceId'),
             nullif(e ->> 'producerSub', ''), coalesce(e -> 'isEncrypted' = 'true'::jsonb, false),
-            coalesce(v_ts, clock_timestamp()), v_off, e -> 'traceContext')
+            v_ts, v_off, e -> 'traceContext')
     ON CONFLICT (partition_id, transaction_id) DO NOTHING
     RETURNING id, trace_id INTO v_id, v_tid;
     IF v_id IS NOT NULL THEN

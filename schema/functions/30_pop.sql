@@ -350,6 +350,8 @@ DECLARE
     v_next   timestamptz;
     v_newest record;
     s        record;
+    v_last_ts timestamptz;
+    v_last_id bigint;
 BEGIN
     skipped := 0;
     partition_id := p_pc.partition_id;
@@ -393,10 +395,10 @@ BEGIN
         END IF;
     END IF;
 
+    -- (every aggregate in the one order the rows come in: PostgreSQL 16 sorts them once)
     SELECT count(*)::integer AS n,
            array_agg(m.id ORDER BY m.created_at, m.id) AS ids,
-           (array_agg(m.created_at ORDER BY m.created_at DESC, m.id DESC))[1] AS last_ts,
-           (array_agg(m.id ORDER BY m.created_at DESC, m.id DESC))[1] AS last_id,
+           array_agg(m.created_at ORDER BY m.created_at, m.id) AS tss,
            jsonb_agg(jsonb_build_object(
                'id', m.id::text,
                'transactionId', m.transaction_id,
@@ -430,6 +432,8 @@ BEGIN
     n := s.n;
     msgs := s.msgs;
     partition_name := coalesce(p_partition, s.pname);
+    v_last_ts := s.tss[s.n];  -- the newest of them, where the cursor moves to
+    v_last_id := s.ids[s.n];
 
     IF s.n = 0 THEN
         -- Nothing visible yet: park the row until its first message will be; drop an
@@ -457,8 +461,8 @@ BEGIN
     IF p_auto THEN
         -- Delivered = consumed: the cursor passes the messages, no lease is kept.
         UPDATE queen.partition_consumers
-           SET last_consumed_created_at = s.last_ts,
-               last_consumed_id = s.last_id,
+           SET last_consumed_created_at = v_last_ts,
+               last_consumed_id = v_last_id,
                lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                batch_ids = NULL, acked_ids = NULL,
                retry_message_id = CASE WHEN retry_message_id = ANY (s.ids) THEN NULL
