@@ -109,6 +109,9 @@ DECLARE
     v_out   jsonb;
     v_next  bigint;
     v_next_by_id jsonb;
+    v_missing_q boolean;
+    v_missing_p boolean;
+    v_capped    boolean;
 BEGIN
     IF p_partition IS NOT NULL THEN
         IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
@@ -132,10 +135,18 @@ BEGIN
     --    estimates: planned for jsonb_array_elements' default 100 rows, a join read every
     --    row of queen.partitions or queen.queues per push. The lookups are LATERAL with
     --    LIMIT 1, the NOT EXISTS tests have OFFSET 0 so that they stay probes.)
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
-                WHERE pr ->> 0 <> ''
-                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0
-                                  OFFSET 0)) THEN
+    --    (Whether any queue or partition is missing, and whether a queue is capped, is one
+    --    statement when nothing is missing, nearly always.)
+    SELECT bool_or(q.id IS NULL AND pr ->> 0 <> ''),
+           bool_or(q.id IS NOT NULL
+                   AND NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                    WHERE p.queue_id = q.id AND p.name = pr ->> 1 OFFSET 0)),
+           bool_or(q.max_queue_size > 0)
+      INTO v_missing_q, v_missing_p, v_capped
+      FROM jsonb_array_elements(v_pairs) pr
+      LEFT JOIN LATERAL (SELECT q0.id, q0.max_queue_size FROM queen.queues q0
+                          WHERE q0.name = pr ->> 0 LIMIT 1) q ON true;
+    IF v_missing_q THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.queues (name, namespace, task)
         SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
@@ -144,15 +155,15 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
          ORDER BY 1
         ON CONFLICT (name) DO NOTHING;
+        -- (one created meanwhile by someone else may be capped)
+        v_capped := EXISTS (SELECT 1 FROM queen.queues q
+                             WHERE q.max_queue_size > 0
+                               AND q.name IN (SELECT pr ->> 0
+                                                FROM jsonb_array_elements(v_pairs) pr));
     END IF;
 
-    -- 2. Missing partitions.
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
-                CROSS JOIN LATERAL (SELECT q0.id FROM queen.queues q0
-                                     WHERE q0.name = pr ->> 0 LIMIT 1) q
-                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
-                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1
-                                  OFFSET 0)) THEN
+    -- 2. Missing partitions (those of the queues just created too).
+    IF v_missing_q OR v_missing_p THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.partitions (queue_id, name)
         SELECT q.id, pr ->> 1
@@ -175,9 +186,7 @@ BEGIN
     --    general path numbers the stored items densely and gives back the rest (step 4).
     --    (The lock only when there is one to take: on Citus a lock of a reference table's
     --    rows is a statement on every node.)
-    IF EXISTS (SELECT 1 FROM queen.queues q
-                WHERE q.max_queue_size > 0
-                  AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)) THEN
+    IF v_capped THEN
         PERFORM 1
            FROM queen.queues q
           WHERE q.max_queue_size > 0
@@ -216,13 +225,18 @@ BEGIN
 END;
 $$;
 
--- The partition ids of the request's pairs (queen._push_prepare).
+-- The partition ids of the request's pairs (queen._push_prepare). (plpgsql: its plan is
+-- kept for the session; an SQL function with an aggregate is parsed and planned again on
+-- every call.)
+DROP FUNCTION IF EXISTS queen._push_pids(jsonb);
 CREATE OR REPLACE FUNCTION queen._push_pids(p_pairs jsonb)
 RETURNS uuid[]
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(array_agg((pr ->> 4)::uuid), '{}')
-      FROM jsonb_array_elements(p_pairs) pr
-     WHERE pr ->> 4 IS NOT NULL
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN ARRAY(SELECT (pr ->> 4)::uuid
+                   FROM jsonb_array_elements(p_pairs) pr
+                  WHERE pr ->> 4 IS NOT NULL);
+END;
 $$;
 
 -- The fast path's answer, or NULL when the request needs the general path.
@@ -701,8 +715,9 @@ BEGIN
         e := v_items -> 0;
         -- The partition's lock and its next offset, when the partition is the named one,
         -- of an uncapped queue, and takes this item.
+        v_ts := clock_timestamp();  -- (Citus: no volatile call in a write)
         UPDATE queen.partition_counters c
-           SET next_offset = c.next_offset + 1, last_activity = clock_timestamp()
+           SET next_offset = c.next_offset + 1, last_activity = v_ts
           FROM queen.partitions p
           JOIN queen.queues q ON q.id = p.queue_id
          WHERE c.partition_id = p_partition_id AND p.id = p_partition_id
@@ -714,8 +729,9 @@ BEGIN
     END IF;
     IF v_off IS NOT NULL THEN
         -- Under the lock: not before the partition's newest message.
-        SELECT greatest(clock_timestamp(), max(pl.last_message_created_at)) INTO v_ts
+        SELECT max(pl.last_message_created_at) INTO v_ts
           FROM queen.partition_lookup pl WHERE pl.partition_id = p_partition_id;
+        v_ts := greatest(clock_timestamp(), v_ts);
     END IF;
     IF v_off IS NULL THEN
         v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
