@@ -110,18 +110,6 @@ DECLARE
     v_pid  uuid;
     v_txns text[];
 BEGIN
-    IF p_pids[1] IS NOT NULL AND p_pids <@ ARRAY[p_pids[1]] THEN
-        -- One partition (an ack of a batch): its probes without the loop's statements.
-        RETURN QUERY
-            SELECT m.partition_id, m.transaction_id, m.id, m.created_at
-              FROM (SELECT DISTINCT u.t FROM unnest(p_txns) AS u(t)) t
-             CROSS JOIN LATERAL (
-                    SELECT m0.partition_id, m0.transaction_id, m0.id, m0.created_at
-                      FROM queen.messages m0
-                     WHERE m0.partition_id = p_pids[1] AND m0.transaction_id = t.t
-                     LIMIT 1) m;
-        RETURN;
-    END IF;
     FOR v_pid IN SELECT DISTINCT u.p FROM unnest(p_pids) AS u(p) WHERE u.p IS NOT NULL LOOP
         v_txns := ARRAY(SELECT u.t FROM unnest(p_pids, p_txns) AS u(p, t) WHERE u.p = v_pid);
         -- an index probe per item, whatever the statistics say (see 20_push.sql); on Citus
