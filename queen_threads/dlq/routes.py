@@ -11,7 +11,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.dlq.body import REQUEUE_FIELDS, requeue_plan
+from queen_threads.dlq.body import REQUEUE_FIELDS, RETRY_FIELDS, requeue_plan
 from queen_threads.dlq.service import DlqRequeuer
 from queen_threads.dlq.store import DlqStore
 from queen_threads.errors import ValidationError
@@ -85,7 +85,7 @@ class Retry:
         self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
     ) -> None:
         pid, tid = message_key(partitionId, transactionId)
-        body = json_object(req, self.body_limit, allow_empty=True)
+        body = json_object(req, self.body_limit, allow_empty=True, known=RETRY_FIELDS)
         group = v.optional_name(body.get("consumerGroup"), "Consumer group")
         result = self.store.requeue(pid, tid, group)
         media(resp, {
