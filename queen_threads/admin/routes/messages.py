@@ -14,12 +14,12 @@ import falcon
 from queen_threads.admin.body import MOVE_TO_DLQ_FIELDS, move_to_dlq
 from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound, ValidationError
-from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
+from queen_threads.http.params import MESSAGE_FILTERS, message_filters, message_key, name_param
 from queen_threads.http.request import json_object, media, str_param
 from queen_threads.queue.service import QueueService
 
 DEFAULT_LIMIT = 200
-PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}
+PARAMS = MESSAGE_FILTERS | {"ns", "namespace", "task", "status"}
 # Queue mode's view of a message, as queen._message_states (80_admin.sql) names it.
 STATUSES = ("pending", "processing", "completed", "dead_letter")
 
@@ -45,15 +45,11 @@ class MessageList:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, DEFAULT_LIMIT)
-        start, end = time_range(req)
         media(resp, self.store.messages(
-            queue=name_param(req, "queue", "Queue"),
-            partition=name_param(req, "partition", "Partition"),
+            **message_filters(req, DEFAULT_LIMIT),
             namespace=namespace_filter(req),
             task=name_param(req, "task", "Task"),
             status=status_filter(req),
-            from_ts=start, to_ts=end, limit=limit, offset=offset,
         ))  # fmt: skip
 
 
