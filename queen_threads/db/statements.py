@@ -150,7 +150,7 @@ StatementSpan = Callable[[str], AbstractContextManager[None]]
 class Database(Statements):
     """Named statements over the pool; the only caller of the driver. `observer` hears
     every call, each inside its span when `spans` is given; without either a call costs
-    one test more than the driver's."""
+    two tests more than the driver's."""
 
     def __init__(
         self,
