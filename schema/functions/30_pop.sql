@@ -22,12 +22,105 @@
 --           something in scope may become available, queen._pop_due; null: nothing is due
 --           later) and contended (a candidate was held by a concurrent transaction, whose
 --           outcome, a lease for one, this pop could not see: pop again soon).
+-- The scope of a pop of a namespace or task, or of a candidate partition (a queue's pop
+-- finds it in one statement, queen._pop_one): the group's subscription recorded, the
+-- queues (and the partition) read, the conflation policy, the group's registration for
+-- the queues (its cursor rows) or the partition's cursor row. The pop then claims one
+-- partition when pid or only_pid is set.
+CREATE OR REPLACE FUNCTION queen._pop_scope_steps(
+    p_req jsonb, p_queue text, p_part text, p_ns text, p_task text, p_group text,
+    p_only uuid, p_now timestamptz, p_conf_asked boolean,
+    OUT qids uuid[], OUT pid uuid, OUT only_pid uuid, OUT conflates boolean,
+    OUT conflict boolean
+) LANGUAGE plpgsql AS $$
+BEGIN
+    only_pid := p_only;
+    conflates := false;
+    conflict := false;
+    -- A named group's subscription is recorded on its first pop for this key.
+    IF p_group <> '__QUEUE_MODE__' THEN
+        PERFORM queen._ensure_subscription(
+            p_group,
+            coalesce(p_queue, ''),
+            CASE WHEN p_queue IS NULL THEN '' ELSE coalesce(p_part, '') END,
+            CASE WHEN p_queue IS NULL THEN coalesce(p_ns, '') ELSE '' END,
+            CASE WHEN p_queue IS NULL THEN coalesce(p_task, '') ELSE '' END,
+            p_req ->> 'subscriptionMode', p_req ->> 'subscriptionFrom', p_now);
+    END IF;
+    SELECT s.queue_ids, s.partition_id INTO qids, pid
+      FROM queen._pop_scope(p_queue, p_part, p_ns, p_task) s;
+    only_pid := CASE WHEN pid IS NULL THEN only_pid END;
+    IF cardinality(qids) > 0 THEN
+        -- The policy first: a group's cursors in the scope mean "declared without it".
+        SELECT cf.conflates, cf.conflict INTO conflates, conflict
+          FROM queen._conflation(p_group, p_queue, p_ns, p_task, qids, pid,
+                                 p_conf_asked) cf;
+        IF pid IS NULL AND only_pid IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
+            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (qids) LIMIT 1;
+            IF NOT FOUND THEN
+                qids := '{}';  -- no message ever: nothing to read
+            END IF;
+        END IF;
+    END IF;
+    IF cardinality(qids) > 0 THEN
+        IF pid IS NOT NULL THEN
+            PERFORM queen._cursor_row(pid, p_group);
+        ELSE
+            PERFORM queen._register_group(qids, p_group);
+        END IF;
+    END IF;
+END;
+$$;
+
+-- What a pop's answer carries beyond its messages, when the request or the pop has any:
+-- the autopilot's sizes, the candidates read and not taken (p_cands: NULL unless the pop
+-- read the whole scope), the conflation, and for a long poll's empty pop its due time
+-- (queen._pop_due) and whether a candidate was held by a concurrent transaction.
+CREATE OR REPLACE FUNCTION queen._pop_answer_extras(
+    p_req jsonb, p_autopilot boolean, p_partitions integer, p_batch integer, p_cands uuid[],
+    p_tried uuid[], p_conf boolean, p_conflict boolean, p_skipped bigint, p_due boolean,
+    p_contended boolean, p_qids uuid[], p_pid uuid, p_group text, p_now timestamptz
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_out jsonb := '{}'::jsonb;
+BEGIN
+    IF p_autopilot THEN
+        v_out := v_out || jsonb_build_object('autopilot', jsonb_build_object(
+                              'partitions', p_partitions, 'batch', p_batch, 'waitMs', 0));
+    END IF;
+    IF coalesce(queen._jbool(p_req -> 'wantCandidates', false), false)
+       AND p_cands IS NOT NULL THEN
+        v_out := v_out || jsonb_build_object('candidates', to_jsonb(ARRAY(
+                     SELECT u.id FROM unnest(p_cands) AS u(id) WHERE u.id <> ALL (p_tried))));
+    END IF;
+    IF p_conf THEN
+        v_out := v_out || jsonb_build_object('conflation', true, 'conflated', p_skipped);
+    ELSIF p_conflict THEN
+        v_out := v_out || '{"conflationConflict": true}'::jsonb;
+    END IF;
+    IF p_due THEN
+        v_out := v_out || jsonb_build_object(
+            'contended', p_contended,
+            'dueInMs', ceil(extract(epoch FROM
+                queen._pop_due(p_qids, p_pid, p_group, p_now) - p_now) * 1000)::bigint);
+    END IF;
+    RETURN v_out;
+END;
+$$;
+
 -- Steps: the scope (queen._pop_scope), the group's registration for it (its cursor rows,
 -- queen._register_group), then, until the batch or the partition count is reached: the
 -- candidates from the ready index (queen._pop_candidates), the claim of the first one
 -- nobody holds (FOR UPDATE SKIP LOCKED, every condition checked again on the locked row),
--- and what the claimed partition gives (queen._pop_take). Cost: O(log P) per claim for a
--- queue of P partitions (27_pop_ready.sql, migration 0019).
+-- and what the claimed partition gives (queen._pop_take_with). Cost: O(log P) per claim
+-- for a queue of P partitions (27_pop_ready.sql, migration 0019).
+-- A queue's pop (of the queue, or of one of its partitions), what nearly every pop is,
+-- finds what the scope steps find in five statements in one by the queue's key (issue 41):
+-- the queue and its options, whether the group's subscription is recorded for this key,
+-- whether a conflation policy is stored, whether the group is registered for the queue,
+-- and the named partition's id. Other pops (a namespace, a task, a candidate) take the
+-- scope steps (queen._pop_scope_steps).
 CREATE OR REPLACE FUNCTION queen._pop_one(p_req jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -59,8 +152,7 @@ DECLARE
     v_first_pid  uuid;
     v_have_first boolean := false;
     c            queen.partition_consumers;
-    t            record;
-    -- pop autopilot (queen._autopilot): the dimensions the client left to the server
+    t            record;  -- (autopilot: the dimensions the client left to the server)
     v_ap_batch   boolean := coalesce(queen._jbool(p_req -> 'autopilotBatch', false), false);
     v_ap_parts   boolean := coalesce(queen._jbool(p_req -> 'autopilotPartitions', false), false);
     v_ap_done    boolean := false;
@@ -74,16 +166,13 @@ DECLARE
     v_def        record;   -- a queue's pop: the queue, its options and the group's state
     v_have_def   boolean := false;
     v_result     jsonb;
+    v_due        boolean;
 BEGIN
     v_lease_txt := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
     v_budget := v_remaining;
 
     IF v_queue IS NOT NULL AND v_ns IS NULL AND v_task IS NULL AND v_only IS NULL THEN
-        -- A queue's pop (of the queue, or of one of its partitions), what nearly every pop
-        -- is: what the steps below find in five statements, in one by the queue's key
-        -- (issue 41): the queue and its options, whether the group's subscription is
-        -- recorded for this key, whether a conflation policy is stored, whether the group
-        -- is registered for the queue, and the named partition's id.
+        -- A queue's pop: its definitions and the group's state in one statement.
         SELECT q.id, q.lease_time, q.delayed_processing, q.max_wait_time_seconds,
                q.window_buffer,
                EXISTS (SELECT 1 FROM queen.conflation_groups g
@@ -134,41 +223,12 @@ BEGIN
             END IF;
         END IF;
     ELSIF v_queue IS NOT NULL OR v_ns IS NOT NULL OR v_task IS NOT NULL THEN
-        -- A named group's subscription is recorded on its first pop for this key.
-        IF v_group <> '__QUEUE_MODE__' THEN
-            PERFORM queen._ensure_subscription(
-                v_group,
-                coalesce(v_queue, ''),
-                CASE WHEN v_queue IS NULL THEN '' ELSE coalesce(v_part, '') END,
-                CASE WHEN v_queue IS NULL THEN coalesce(v_ns, '') ELSE '' END,
-                CASE WHEN v_queue IS NULL THEN coalesce(v_task, '') ELSE '' END,
-                p_req ->> 'subscriptionMode', p_req ->> 'subscriptionFrom', v_now);
-        END IF;
-        SELECT s.queue_ids, s.partition_id INTO v_qids, v_pid
-          FROM queen._pop_scope(v_queue, v_part, v_ns, v_task) s;
-        v_only := CASE WHEN v_pid IS NULL THEN v_only END;
-        IF cardinality(v_qids) > 0 THEN
-            -- The policy first: a group's cursors in the scope mean "declared without it".
-            SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
-              FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
-                                     v_conf_asked) cf;
-            IF v_pid IS NULL AND v_only IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
-                PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
-                IF NOT FOUND THEN
-                    v_qids := '{}';  -- no message ever: nothing to read
-                END IF;
-            END IF;
-        END IF;
-        IF cardinality(v_qids) > 0 THEN
-            IF v_pid IS NOT NULL THEN
-                v_max_parts := 1;
-                PERFORM queen._cursor_row(v_pid, v_group);
-            ELSE
-                PERFORM queen._register_group(v_qids, v_group);
-            END IF;
-            IF v_only IS NOT NULL THEN
-                v_max_parts := 1;
-            END IF;
+        SELECT r.qids, r.pid, r.only_pid, r.conflates, r.conflict
+          INTO v_qids, v_pid, v_only, v_conf, v_conflict
+          FROM queen._pop_scope_steps(p_req, v_queue, v_part, v_ns, v_task, v_group, v_only,
+                                      v_now, v_conf_asked) r;
+        IF cardinality(v_qids) > 0 AND (v_pid IS NOT NULL OR v_only IS NOT NULL) THEN
+            v_max_parts := 1;
         END IF;
     END IF;
 
@@ -249,26 +309,14 @@ BEGIN
         'consumerGroup', v_group,
         'partitionsClaimed', v_claimed,
         'messages', v_msgs);
-    IF v_ap_batch OR v_ap_parts THEN
-        v_result := v_result || jsonb_build_object('autopilot', jsonb_build_object(
-                                    'partitions', v_max_parts, 'batch', v_budget, 'waitMs', 0));
-    END IF;
-    IF coalesce(queen._jbool(p_req -> 'wantCandidates', false), false)
-       AND v_pid IS NULL AND v_only IS NULL THEN
-        v_result := v_result || jsonb_build_object('candidates', to_jsonb(ARRAY(
-                        SELECT u.id FROM unnest(v_cands) AS u(id) WHERE u.id <> ALL (v_tried))));
-    END IF;
-    IF v_conf THEN
-        v_result := v_result || jsonb_build_object('conflation', true, 'conflated', v_skipped);
-    ELSIF v_conflict THEN
-        v_result := v_result || '{"conflationConflict": true}'::jsonb;
-    END IF;
-    IF v_claimed = 0 AND cardinality(v_qids) > 0
-       AND coalesce(queen._jbool(p_req -> 'due', false), false) THEN
-        v_result := v_result || jsonb_build_object(
-            'contended', v_contended,
-            'dueInMs', ceil(extract(epoch FROM
-                queen._pop_due(v_qids, v_pid, v_group, v_now) - v_now) * 1000)::bigint);
+    v_due := v_claimed = 0 AND cardinality(v_qids) > 0
+             AND coalesce(queen._jbool(p_req -> 'due', false), false);
+    IF v_ap_batch OR v_ap_parts OR v_conf OR v_conflict OR v_due
+       OR coalesce(queen._jbool(p_req -> 'wantCandidates', false), false) THEN
+        v_result := v_result || queen._pop_answer_extras(
+            p_req, v_ap_batch OR v_ap_parts, v_max_parts, v_budget,
+            CASE WHEN v_pid IS NULL AND v_only IS NULL THEN v_cands END, v_tried, v_conf,
+            v_conflict, v_skipped, v_due, v_contended, v_qids, v_pid, v_group, v_now);
     END IF;
     RETURN v_result;
 END;

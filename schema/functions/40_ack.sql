@@ -127,6 +127,117 @@ END;
 $$;
 
 DROP FUNCTION IF EXISTS queen._ack_rows(jsonb);
+-- The ack items of a request, each with its message and its queue's retry policy (NULL
+-- message columns: no message with this transactionId in this partition), in the order
+-- queen._ack_items works them: unresolvable ones first, then per (partition, group) in
+-- (created_at, id) order; a cursor open on them, which _ack_items reads. A batch's ack
+-- names one partition in every item (nearly every ack): its names and policy by its key,
+-- then the items with their messages, one probe each, by a query on that partition alone
+-- (on Citus a statement on its worker). Any other: each partitionId parsed and looked up
+-- once, each item's message by an index probe (_ack_messages_of, a statement per
+-- partition). (Statements of their own, not a table function: as one, _ack_rows cost a
+-- third of an ack's time in calling and materializing.)
+CREATE OR REPLACE FUNCTION queen._ack_resolve(p_acks jsonb)
+RETURNS refcursor
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_rows    refcursor;
+    v_one_txt text;  -- the partitionId every item names, if one
+    v_one     uuid;
+    v_def     record;  -- its names and retry policy
+BEGIN
+    v_one_txt := p_acks -> 0 ->> 'partitionId';
+    IF v_one_txt IS NOT NULL
+       AND jsonb_array_length(jsonb_path_query_array(
+               p_acks, '$[*] ? (@.partitionId == $p)', jsonb_build_object('p', v_one_txt)))
+           = jsonb_array_length(p_acks) THEN
+        v_one := queen._try_uuid(v_one_txt);
+    END IF;
+    IF v_one IS NOT NULL THEN
+        SELECT p.name::text AS pname, q.name::text AS qname, q.namespace::text AS ns,
+               q.task::text AS tk, q.retry_limit, q.retry_delay,
+               q.retry_strategy::text AS retry_strategy, q.retry_delay_max, q.retry_jitter
+          INTO v_def
+          FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+         WHERE p.id = v_one;
+        OPEN v_rows FOR
+            SELECT i.idx, i.txn, v_one AS pid, i.status, i.err, i.etype, i.retryable, i.grp,
+                   i.lease_txt, m.mid, m.mts,
+                   -- (the names and policy only with a message, as below)
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.pname END AS pname,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.qname END AS qname,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.ns END AS ns,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.tk END AS tk,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_limit END AS retry_limit,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_delay END AS retry_delay,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_strategy END AS retry_strategy,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_delay_max END AS retry_delay_max,
+                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_jitter END AS retry_jitter
+              FROM (SELECT (o.n - 1)::integer AS idx,
+                           e ->> 'transactionId' AS txn,
+                           lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed')))
+                               AS status,
+                           e ->> 'error' AS err,
+                           nullif(e ->> 'errorType', '') AS etype,
+                           queen._jbool(e -> 'retryable', NULL) AS retryable,
+                           coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
+                           nullif(e ->> 'leaseId', '') AS lease_txt
+                      FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
+              LEFT JOIN LATERAL (SELECT m0.id AS mid, m0.created_at AS mts
+                                   FROM queen.messages m0
+                                  WHERE m0.partition_id = v_one AND m0.transaction_id = i.txn
+                                  LIMIT 1) m ON true
+             ORDER BY (m.mid IS NULL) DESC, i.grp, m.mts, m.mid, i.idx;
+    ELSE
+        OPEN v_rows FOR
+            WITH i AS (  -- each item's values, computed once (not once per use)
+                SELECT (o.n - 1)::integer AS idx,
+                       e ->> 'transactionId' AS txn,
+                       e ->> 'partitionId' AS pid_txt,
+                       lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
+                       e ->> 'error' AS err,
+                       nullif(e ->> 'errorType', '') AS etype,
+                       queen._jbool(e -> 'retryable', NULL) AS retryable,
+                       coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
+                       nullif(e ->> 'leaseId', '') AS lease_txt
+                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)),
+            -- each partitionId parsed and looked up once: a batch's items name one (per item,
+            -- _try_uuid's regular expression cost more than the rest of its resolution)
+            ids AS (SELECT d.pid_txt, x.pid, pq.*
+                      FROM (SELECT DISTINCT i.pid_txt FROM i) d
+                     CROSS JOIN LATERAL (SELECT queen._try_uuid(d.pid_txt) AS pid) x
+                      -- key lookups, whatever the statistics say
+                      LEFT JOIN LATERAL (
+                            SELECT p.name::text AS pname, q.name::text AS qname,
+                                   q.namespace::text AS ns, q.task::text AS tk, q.retry_limit,
+                                   q.retry_delay, q.retry_strategy::text AS retry_strategy,
+                                   q.retry_delay_max, q.retry_jitter
+                              FROM queen.partitions p
+                             CROSS JOIN LATERAL (SELECT * FROM queen.queues q0
+                                                  WHERE q0.id = p.queue_id LIMIT 1) q
+                             WHERE p.id = x.pid
+                             LIMIT 1) pq ON true)
+            -- each item's message: an index probe per item (_ack_messages_of)
+            , f AS MATERIALIZED (
+                SELECT x.*
+                  FROM (SELECT array_agg(ids.pid) AS ps, array_agg(i.txn) AS ts
+                          FROM i JOIN ids ON ids.pid_txt = i.pid_txt
+                         WHERE ids.pid IS NOT NULL) a
+                 CROSS JOIN LATERAL queen._ack_messages_of(a.ps, a.ts) x)
+            SELECT i.idx, i.txn, ids.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
+                   m.mid, m.mts, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
+                   n.retry_strategy, n.retry_delay_max, n.retry_jitter
+              FROM i
+              LEFT JOIN ids ON ids.pid_txt = i.pid_txt
+              LEFT JOIN f m ON m.pid = ids.pid AND m.txn = i.txn
+              -- the names and policy of a found message's partition (none without a message)
+              LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.mid IS NOT NULL
+             ORDER BY (m.mid IS NULL) DESC, ids.pid, i.grp, m.mts, m.mid, i.idx;
+    END IF;
+    RETURN v_rows;
+END;
+$$;
+
 -- Writes what a request did to one (partition, group): its working batch and acked ids
 -- (after moving its cursor over the done prefix), the end of the lease after a consumer's
 -- nack dead-lettered a message of the batch (_pc_after_nack), and announces a freed lease;
@@ -411,12 +522,13 @@ $$;
 -- below, _ack_implicit (an ack outside the delivered batch), _ack_nack (with
 -- _ack_dead_letter, _ack_schedule_retry), _pc_apply_prefix (the batch done), _ack_flush
 -- (store the row).
+-- Key lookups, whatever the statistics say (enable_seqscan off, for the statements of
+-- _ack_resolve too): a sequential scan of queen.partitions evaluated the partitionId's
+-- parse (a regular expression) once per partition row (measured: 1.4 ms per ack at 140
+-- partitions, 0.3 ms with the index), a cost that grew with the partitions.
 CREATE OR REPLACE FUNCTION queen._ack_items(p_acks jsonb, p_tx boolean)
 RETURNS jsonb
 LANGUAGE plpgsql
--- Key lookups, whatever the statistics say: a sequential scan of queen.partitions evaluated
--- the partitionId's parse (a regular expression) once per partition row (measured: 1.4 ms
--- per ack at 140 partitions, 0.3 ms with the index), a cost that grew with the partitions.
 SET enable_seqscan = off
 AS $$
 DECLARE
@@ -436,120 +548,18 @@ DECLARE
     v_cur_pid   uuid;  v_cur_grp text;  -- the current (partition, group)
     v_seg       record;    -- its first item (names)
     v_lease_txt text;  v_lease uuid;  -- the last leaseId parsed, and its value
-    v_error     text;
-    v_status    text;
+    v_error     text;  v_status text;
     v_released  boolean;  v_noop boolean;
     v_delay     integer;   -- retry wait scheduled by this item, ms
     v_pos       integer;
     v_res       record;    -- what a step (_ack_implicit, _ack_nack) returned
-    v_rows      refcursor; -- the items, resolved
-    v_one_txt   text;      -- the partitionId every item names, if one
-    v_one       uuid;
-    v_def       record;    -- its names and retry policy
+    v_rows      refcursor; -- the items, resolved (queen._ack_resolve)
 BEGIN
     IF p_acks IS NULL OR jsonb_typeof(p_acks) <> 'array' OR jsonb_array_length(p_acks) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;
     v_out := array_fill(NULL::jsonb, ARRAY[jsonb_array_length(p_acks)]);
-
-    -- The ack items, each with its message and its queue's retry policy (NULL message
-    -- columns: no message with this transactionId in this partition), in the order they
-    -- are worked: unresolvable ones first, then per (partition, group) in (created_at, id)
-    -- order. (A statement of this function's own: as a table function of its own it cost
-    -- a third of an ack's time in calling and materializing.)
-    -- A batch's ack names one partition in every item (nearly every ack): its names and
-    -- policy by its key, then the items with their messages, one probe each, by a query
-    -- on that partition alone (on Citus a statement on its worker).
-    v_one_txt := p_acks -> 0 ->> 'partitionId';
-    IF v_one_txt IS NOT NULL
-       AND jsonb_array_length(jsonb_path_query_array(
-               p_acks, '$[*] ? (@.partitionId == $p)', jsonb_build_object('p', v_one_txt)))
-           = jsonb_array_length(p_acks) THEN
-        v_one := queen._try_uuid(v_one_txt);
-    END IF;
-    IF v_one IS NOT NULL THEN
-        SELECT p.name::text AS pname, q.name::text AS qname, q.namespace::text AS ns,
-               q.task::text AS tk, q.retry_limit, q.retry_delay,
-               q.retry_strategy::text AS retry_strategy, q.retry_delay_max, q.retry_jitter
-          INTO v_def
-          FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-         WHERE p.id = v_one;
-        OPEN v_rows FOR
-            SELECT i.idx, i.txn, v_one AS pid, i.status, i.err, i.etype, i.retryable, i.grp,
-                   i.lease_txt, m.mid, m.mts,
-                   -- (the names and policy only with a message, as below)
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.pname END AS pname,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.qname END AS qname,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.ns END AS ns,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.tk END AS tk,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_limit END AS retry_limit,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_delay END AS retry_delay,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_strategy END AS retry_strategy,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_delay_max END AS retry_delay_max,
-                   CASE WHEN m.mid IS NOT NULL THEN v_def.retry_jitter END AS retry_jitter
-              FROM (SELECT (o.n - 1)::integer AS idx,
-                           e ->> 'transactionId' AS txn,
-                           lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed')))
-                               AS status,
-                           e ->> 'error' AS err,
-                           nullif(e ->> 'errorType', '') AS etype,
-                           queen._jbool(e -> 'retryable', NULL) AS retryable,
-                           coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
-                           nullif(e ->> 'leaseId', '') AS lease_txt
-                      FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)) i
-              LEFT JOIN LATERAL (SELECT m0.id AS mid, m0.created_at AS mts
-                                   FROM queen.messages m0
-                                  WHERE m0.partition_id = v_one AND m0.transaction_id = i.txn
-                                  LIMIT 1) m ON true
-             ORDER BY (m.mid IS NULL) DESC, i.grp, m.mts, m.mid, i.idx;
-    ELSE
-        -- Any ack: each partitionId parsed and looked up once, each item's message by an
-        -- index probe (_ack_messages_of, a statement per partition).
-        OPEN v_rows FOR
-            WITH i AS (  -- each item's values, computed once (not once per use)
-                SELECT (o.n - 1)::integer AS idx,
-                       e ->> 'transactionId' AS txn,
-                       e ->> 'partitionId' AS pid_txt,
-                       lower(btrim(coalesce(nullif(e ->> 'status', ''), 'completed'))) AS status,
-                       e ->> 'error' AS err,
-                       nullif(e ->> 'errorType', '') AS etype,
-                       queen._jbool(e -> 'retryable', NULL) AS retryable,
-                       coalesce(nullif(e ->> 'consumerGroup', ''), '__QUEUE_MODE__') AS grp,
-                       nullif(e ->> 'leaseId', '') AS lease_txt
-                  FROM jsonb_array_elements(p_acks) WITH ORDINALITY AS o(e, n)),
-            -- each partitionId parsed and looked up once: a batch's items name one (per item,
-            -- _try_uuid's regular expression cost more than the rest of its resolution)
-            ids AS (SELECT d.pid_txt, x.pid, pq.*
-                      FROM (SELECT DISTINCT i.pid_txt FROM i) d
-                     CROSS JOIN LATERAL (SELECT queen._try_uuid(d.pid_txt) AS pid) x
-                      -- key lookups, whatever the statistics say
-                      LEFT JOIN LATERAL (
-                            SELECT p.name::text AS pname, q.name::text AS qname,
-                                   q.namespace::text AS ns, q.task::text AS tk, q.retry_limit,
-                                   q.retry_delay, q.retry_strategy::text AS retry_strategy,
-                                   q.retry_delay_max, q.retry_jitter
-                              FROM queen.partitions p
-                             CROSS JOIN LATERAL (SELECT * FROM queen.queues q0
-                                                  WHERE q0.id = p.queue_id LIMIT 1) q
-                             WHERE p.id = x.pid
-                             LIMIT 1) pq ON true)
-            -- each item's message: an index probe per item (_ack_messages_of)
-            , f AS MATERIALIZED (
-                SELECT x.*
-                  FROM (SELECT array_agg(ids.pid) AS ps, array_agg(i.txn) AS ts
-                          FROM i JOIN ids ON ids.pid_txt = i.pid_txt
-                         WHERE ids.pid IS NOT NULL) a
-                 CROSS JOIN LATERAL queen._ack_messages_of(a.ps, a.ts) x)
-            SELECT i.idx, i.txn, ids.pid, i.status, i.err, i.etype, i.retryable, i.grp, i.lease_txt,
-                   m.mid, m.mts, n.pname, n.qname, n.ns, n.tk, n.retry_limit, n.retry_delay,
-                   n.retry_strategy, n.retry_delay_max, n.retry_jitter
-              FROM i
-              LEFT JOIN ids ON ids.pid_txt = i.pid_txt
-              LEFT JOIN f m ON m.pid = ids.pid AND m.txn = i.txn
-              -- the names and policy of a found message's partition (none without a message)
-              LEFT JOIN ids n ON n.pid_txt = i.pid_txt AND m.mid IS NOT NULL
-             ORDER BY (m.mid IS NULL) DESC, ids.pid, i.grp, m.mts, m.mid, i.idx;
-    END IF;
+    v_rows := queen._ack_resolve(p_acks);
     LOOP
         FETCH v_rows INTO r;
         EXIT WHEN NOT FOUND;
@@ -576,11 +586,8 @@ BEGIN
             v_seg := r;
         END IF;
 
-        v_error := NULL;  -- success is its absence
-        v_status := NULL;
-        v_released := false;
-        v_delay := NULL;
-        v_noop := false;
+        v_error := NULL; v_status := NULL; v_delay := NULL;  -- success: no v_error
+        v_released := false; v_noop := false;
 
         <<item>>
         BEGIN
