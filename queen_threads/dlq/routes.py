@@ -47,7 +47,7 @@ class DeadLetters:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, DEFAULT_LIMIT)
+        limit, offset = page(req, resp, DEFAULT_LIMIT)
         start, end = time_range(req)
         media(resp, self.store.dlq(
             queue=name_param(req, "queue", "Queue"),
