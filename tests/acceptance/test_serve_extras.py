@@ -81,4 +81,4 @@ def test_serve_installs_the_otel_extra_the_environment_asks_for_and_exports_span
         assert span.resource.get("service.name") == "queen-threads"
     finally:
         srv.stop()
-    assert "installing the otel extra" in srv.logs()
+    assert "with the otel extra" in srv.logs()

@@ -241,3 +241,35 @@ def test_idle_flush_emits_a_quiet_partitions_window_once_its_time_has_passed(
 
     client_run(body)
     assert state_keys(client_server.env["DATABASE_URL"], query) == []
+
+
+def test_idle_flush_closes_a_window_of_three_single_pushes(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    """The 0.15.0 SDK suite's own idle-flush case (issue 42): three single pushes (three
+    requests, three `createdAt`s) to one partition, a 1 s tumbling window flushed after
+    700 ms idle, batches of 50: one window holding all three (count 3, sum 21), closed by
+    the flush timer, as no later message closes it; on the session's shared server, after
+    whatever the other tests of this process left there."""
+    src, sink, query = unique("sdk-quiet-src"), unique("sdk-quiet-sink"), unique("sdk-quiet")
+
+    async def body(client: Queen) -> None:
+        await client.queue(src).create()
+        for _ in range(3):
+            await client.queue(src).partition("quiet").push([{"data": {"v": 7}}])
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_tumbling(seconds=1, idle_flush_ms=700)
+            .aggregate({"count": lambda d: 1, "sum": lambda d: d["v"]})
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 1)
+            assert [(o["count"], o["sum"]) for o in out] == [(3, 21)]
+            assert await nothing_more(client, sink, wait_ms=800) == []
+
+        await running(stream, query, client_server.url, check, batch_size=50, reset=True)
+
+    client_run(body)
+    assert state_keys(client_server.env["DATABASE_URL"], query) == []
