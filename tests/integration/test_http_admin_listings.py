@@ -45,9 +45,7 @@ def test_queue_detail(admin: AdminApi) -> None:
     parts = {p["name"]: p for p in body["partitions"]}
     assert [p["name"] for p in body["partitions"]] == ["Default", "eu", "us"]
     assert parts["eu"]["messages"] == {"total": 3, "pending": 0, "processing": 1, "completed": 2}
-    assert parts["eu"]["stats"] == {
-        "total": 3, "pending": 0, "processing": 1, "completed": 2, "deadLetter": 1,
-    }  # fmt: skip
+    assert parts["eu"]["stats"] == parts["eu"]["messages"]  # the original's name for them
     assert parts["us"]["messages"]["pending"] == 1
     assert parts["Default"]["messages"]["total"] == 0
     assert body["consumerGroups"] == ["__QUEUE_MODE__"]
