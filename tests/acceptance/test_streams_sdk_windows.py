@@ -5,6 +5,8 @@ from its sink queue with long polls, and compared with what the input must give.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -250,11 +252,21 @@ def test_idle_flush_closes_a_window_of_three_single_pushes(
     requests, three `createdAt`s) to one partition, a 1 s tumbling window flushed after
     700 ms idle, batches of 50: one window holding all three (count 3, sum 21), closed by
     the flush timer, as no later message closes it; on the session's shared server, after
-    whatever the other tests of this process left there."""
+    whatever the other tests of this process left there.
+
+    The window is the second of each message's `createdAt` (processing time). Pushes that
+    straddle a second's boundary put the first message in a window of its own, which the
+    batch's later messages close at once: count 1, sum 7, no flush cycle, on any server
+    (the original too), which is what the issue saw. So the pushes start early in a
+    second: they take tens of milliseconds, and a push slow enough to cross it is what
+    this test exists to catch."""
     src, sink, query = unique("sdk-quiet-src"), unique("sdk-quiet-sink"), unique("sdk-quiet")
 
     async def body(client: Queen) -> None:
         await client.queue(src).create()
+        into_second = time.time() % 1.0
+        if into_second > 0.3:  # a wall-clock boundary, not an event: nothing to await
+            await asyncio.sleep(1.0 - into_second)
         for _ in range(3):
             await client.queue(src).partition("quiet").push([{"data": {"v": 7}}])
         stream = (
