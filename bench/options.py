@@ -125,10 +125,10 @@ class Sizes:
     scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
-    sqlcost_calls: int = 300  # (q): timed pushes of each kind per round (pops: a twelfth)
+    sqlcost_calls: int = 200  # (q): timed pushes of each kind per round (pops: a quarter)
     sqlcost_count_calls: int = 10  # (q): calls of each kind counted by pg_stat_statements
     sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
-    sqlcost_rounds: int = 2  # (q): rounds per size (the sides alternate which goes first)
+    sqlcost_rounds: int = 6  # (q): rounds per size (the sides alternate which goes first)
     sqlcost_baseline: str | None = None  # (q): another checkout, measured beside this one
 
 
@@ -175,6 +175,7 @@ QUICK = Sizes(
     scale_count_requests=5,
     sqlcost_calls=120,
     sqlcost_count_calls=5,
+    sqlcost_rounds=2,
 )
 
 
@@ -401,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
         " migrated into a database of its own and measured beside this one, alternating",
     )
     p.add_argument(
-        "--sqlcost-calls", type=_positive_int, help="(q): timed pushes per kind and round (300)"
+        "--sqlcost-calls", type=_positive_int, help="(q): timed pushes per kind and round (200)"
     )
     p.add_argument(
         "--sqlcost-partitions",

@@ -139,7 +139,7 @@ class Workload:
         self.pids = [r[2] for r in rows]
         # A backlog in every partition, so that each pop finds a full batch wherever the
         # queue's pops went before (they take the partition that waited longest).
-        pops = (self.sizes.sqlcost_calls + self.sizes.sqlcost_count_calls) // 12 + 1
+        pops = (self.sizes.sqlcost_calls + self.sizes.sqlcost_count_calls) // 4 + 1
         backlog = BATCH * (2 * (pops // PARTITIONS + 1) + 2) * (2 * self.sizes.sqlcost_rounds + 1)
         for k in range(PARTITIONS):
             self.push_general([self.item(f"p{k}") for _ in range(backlog)])
@@ -202,7 +202,7 @@ class Workload:
         for _ in range(pushes):
             items = [self.item(f"p{self.seq % PARTITIONS}")]
             self.c.call("push_messages", "push_messages", (orjson.dumps(items).decode(),))
-        pops = pushes // 12 + 1
+        pops = pushes // 4 + 1
         for _ in range(pops):  # the queue's pops, each acked by its partition's entry
             answer = self.c.call(
                 "pop_batch", "pop_batch", (orjson.dumps([self.request()]).decode(),)
