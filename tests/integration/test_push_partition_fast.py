@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.integration.test_push_partition import _partition
+from tests.integration.test_push_partition import declinable
 from tests.integration.test_sql_queue_core import Conn, configure, push, sql
 
 
@@ -102,15 +102,10 @@ def test_a_timestamp_is_never_before_the_partitions_newest_message(pg_conn: Conn
 
 
 def test_what_it_does_not_take_is_declined_or_answered_without_writing(pg_conn: Conn) -> None:
-    push(pg_conn, "pf.no", [0], partition="a")
-    push(pg_conn, "pf.no", [0], partition="b")
-    configure(pg_conn, "pf.capped", maxSize=5)
-    push(pg_conn, "pf.capped", [0])
-    a, b = _partition(pg_conn, "pf.no", "a"), _partition(pg_conn, "pf.no", "b")
-    capped = _partition(pg_conn, "pf.capped")
+    a, b, capped = declinable(pg_conn, "pf")
     counters = {p: _counters(pg_conn, p) for p in (a, b, capped)}
     messages = sql(pg_conn, "SELECT count(*) FROM queen.messages")
-    item = {"queue": "pf.no", "partition": "a", "payload": 1}
+    item = {"queue": "pf.one", "partition": "a", "payload": 1}
     assert _v3(pg_conn, b, [item]) is None  # another partition's id
     assert _v3(pg_conn, capped, [{"queue": "pf.capped", "payload": 1}]) is None  # capped
     assert _v3(pg_conn, "00000000-0000-0000-0000-000000000000", [item]) is None
