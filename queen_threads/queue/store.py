@@ -256,8 +256,14 @@ class QueueStore:
             self.observer.popped(results)
         return results
 
+    def _on_shard(self, name: str) -> str:
+        """A one-partition statement's name; on Citus its entry point that runs on the
+        partition's shard group (schema/citus/70_twins.sql)."""
+        return f"{name}_on_shard" if self.citus() else name
+
     def _pop_one_partition(self, pid: str, request: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.db.json("pop_partition", (pid, orjson.dumps(request).decode())))
+        request_text = orjson.dumps(request).decode()
+        return dict(self.db.json(self._on_shard("pop_partition"), (pid, request_text)))
 
     def _pop_with_candidates(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """On Citus: a pop of a whole queue first tries the candidates an earlier pop of it
@@ -312,7 +318,8 @@ class QueueStore:
         if pid is None:
             rows, epoch = self.db.call_and("ack_messages", {"acks": acks})
         else:  # one partition: its entry point
-            answer = self.db.json("ack_partition", (pid, orjson.dumps({"acks": acks}).decode()))
+            body = orjson.dumps({"acks": acks}).decode()
+            answer = self.db.json(self._on_shard("ack_partition"), (pid, body))
             rows, epoch = answer["results"], answer["wakeEpoch"]
             if epoch is None:  # it ran on a Citus worker: the epoch as of after its commit
                 epoch = self.db.value("wake_epoch")
@@ -383,7 +390,8 @@ class QueueStore:
         pid = self.routes.of_lease(lease_id)
         if pid is None:
             return dict(self.db.call("renew_lease", body))
-        return dict(self.db.json("renew_partition", (pid, orjson.dumps(body).decode())))
+        text = orjson.dumps(body).decode()
+        return dict(self.db.json(self._on_shard("renew_partition"), (pid, text)))
 
     def release_leases(self, lease_ids: Sequence[str]) -> int:
         """Give leases back (client gone): their messages go to the next consumer now."""
@@ -398,4 +406,13 @@ class QueueStore:
         return dict(self.db.call("configure_queue", body))
 
     def delete_queue(self, name: str) -> bool:
-        return bool(self.db.value("delete_queue", {"name": name}))
+        if not self.citus():
+            return bool(self.db.value("delete_queue", {"name": name}))
+        # On Citus the messages go too, in the same transaction (no foreign key cascades
+        # to them there: schema/citus/30_push.sql).
+        with self.db.transaction() as tx:
+            pids = tx.value("citus_queue_partitions", (name,)) or []
+            existed = bool(tx.value("delete_queue", {"name": name}))
+            if pids:
+                tx.execute("delete_queue_messages", (pids,))
+        return existed

@@ -374,9 +374,9 @@ def test_one_partition_operations_are_one_call_on_the_worker_that_holds_it(
             assert got is not None and [m["data"] for m in got["messages"]] == [2, 3]
         text = logged()
     # the server knew the partition from the push's answer: every pop of it delegated
-    assert _remote_calls(text, "pop_partition_v1") == [(pid, holder), (pid, holder)]
-    assert _remote_calls(text, "ack_partition_v2") == [(pid, holder)]
-    assert _remote_calls(text, "renew_partition_v1") == [(pid, holder)]
+    assert _remote_calls(text, "pop_partition_v1_on_shard") == [(pid, holder), (pid, holder)]
+    assert _remote_calls(text, "ack_partition_v2_on_shard") == [(pid, holder)]
+    assert _remote_calls(text, "renew_partition_v1_on_shard") == [(pid, holder)]
 
 
 def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
@@ -443,7 +443,7 @@ def test_pops_of_a_queue_take_the_candidates_an_earlier_pop_left_on_their_worker
             assert all(x["success"] for x in r.json()), r.text
         text = logged()
     assert sorted(m["data"] for m in got) == list(range(8))
-    delegated = _remote_calls(text, "pop_partition_v1")
+    delegated = _remote_calls(text, "pop_partition_v1_on_shard")
     assert len(delegated) == 7, delegated
     pids = {m["partitionId"] for m in got}
     assert {pid for pid, _ in delegated} <= pids and len({pid for pid, _ in delegated}) == 7
