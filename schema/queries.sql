@@ -104,6 +104,16 @@ SELECT queen.ack_partition_v2(%s::uuid, %s::text);
 -- A lease renewal where the lease is held on one partition (as pop_partition).
 SELECT queen.renew_partition_v1(%s::uuid, %s::jsonb);
 
+-- name: pop_queue_on_node
+-- On Citus, a pop of a whole queue served by the node that holds the anchor's shard group,
+-- from its own shards (schema/citus/70_twins.sql); NULL: pop with pop_batch.
+SELECT queen.pop_queue_on_node_v1(%s::uuid, %s::jsonb);
+
+-- name: citus_node_anchors
+-- On Citus, one anchor (a queen.shard_anchors id) per node that holds shard groups: a JSON
+-- array.
+SELECT queen.citus_node_anchors_v1();
+
 -- name: pop_partition_on_shard
 -- pop_partition on Citus: the entry point that runs the twin of pop_partition_v1 on the
 -- partition's shard group, else pop_partition_v1 itself (schema/citus/70_twins.sql).

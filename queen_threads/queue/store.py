@@ -23,10 +23,11 @@ from queen_threads.db import Database
 from queen_threads.db.citus import CitusProbe
 from queen_threads.queue.body import DEFAULT_PARTITION, encryption_key_present
 from queen_threads.queue.placement import (
+    NodeAnchors,
     PartitionRoutes,
-    ReadyCandidates,
     ack_partition,
     candidate_key,
+    merge_empty,
 )
 
 
@@ -142,8 +143,8 @@ class QueueStore:
         # The partitions of pops and leases, for the one-partition entry points
         # (queue/placement.py).
         self.routes = PartitionRoutes()
-        # On Citus, the ready partitions that pops of a whole queue read and did not take.
-        self.candidates = ReadyCandidates()
+        # On Citus, the nodes a pop of a whole queue is sent to, one after the other.
+        self.nodes = NodeAnchors(lambda: list(self.db.json("citus_node_anchors") or []))
         # The newest wake-interest epoch a push or ack returned (wake/targets.py).
         self.wake_epoch = 0
         self._epoch_lock = threading.Lock()
@@ -245,7 +246,7 @@ class QueueStore:
         if pid is not None:
             results = [self._pop_one_partition(pid, requests[0])]
         elif self.citus():
-            results = self._pop_with_candidates(requests)
+            results = self._pop_on_nodes(requests)
         else:
             results = self.db.call("pop_batch", list(requests))
         self.routes.learn(requests, results)
@@ -265,39 +266,33 @@ class QueueStore:
         request_text = orjson.dumps(request).decode()
         return dict(self.db.json(self._on_shard("pop_partition"), (pid, request_text)))
 
-    def _pop_with_candidates(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """On Citus: a pop of a whole queue first tries the candidates an earlier pop of it
-        left (`ReadyCandidates`), each on its partition's worker; what they do not serve
-        goes to the general pop, whose answers leave candidates for the next ones."""
-        served: list[dict[str, Any] | None] = [self._pop_candidate(r) for r in requests]
+    def _pop_on_nodes(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """On Citus: a pop of a whole queue goes to one node after the other, each serving it
+        from its own shards (one round trip each, `NodeAnchors`); the others, and those a
+        node could not answer, go to the general pop (which reads every shard)."""
+        served = [self._pop_queue_on_nodes(r) for r in requests]
         rest = [r for r, got in zip(requests, served, strict=True) if got is None]
         if rest:
-            asked = [{**r, "wantCandidates": True} if candidate_key(r) else r for r in rest]
-            answers = iter(self.db.call("pop_batch", asked))
-            for i, request in enumerate(requests):
-                if served[i] is None:
-                    answer = next(answers)
-                    left = answer.pop("candidates", None)
-                    key = candidate_key(request)
-                    if key is not None and left is not None:
-                        self.candidates.offer(key, left)
-                    served[i] = answer
+            answers = iter(self.db.call("pop_batch", rest))
+            served = [got if got is not None else next(answers) for got in served]
         return [got for got in served if got is not None]
 
-    def _pop_candidate(self, request: dict[str, Any], tries: int = 3) -> dict[str, Any] | None:
-        """What the first of up to `tries` candidates of the request's queue gives (None: no
-        candidate gave anything; nothing was leased)."""
+    def _pop_queue_on_nodes(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The first node's answer that delivers, else the nodes' empty answers as one; None
+        when the request is not one a node serves, or a node could not answer it."""
         key = candidate_key(request)
         if key is None:
             return None
-        for _ in range(tries):
-            pid = self.candidates.take(key)
-            if pid is None:
+        text = orjson.dumps(request).decode()
+        empty = None
+        for anchor in self.nodes.order(key):
+            answer = self.db.json("pop_queue_on_node", (anchor, text))
+            if answer is None:
                 return None
-            result = self._pop_one_partition(pid, {**request, "candidate": pid, "due": False})
-            if result.get("messages"):
-                return result
-        return None
+            if answer.get("messages"):
+                return dict(answer)
+            empty = merge_empty(empty, answer)
+        return empty
 
     def _pop_partition(self, request: dict[str, Any]) -> str | None:
         """The id of the one partition `request` pops from, when this process knows it

@@ -46,24 +46,6 @@ SET LOCAL citus.multi_shard_modify_mode = 'sequential';
 -- (a twin names shards that only the node holding them has)
 SET LOCAL check_function_bodies = off;
 
--- The shard group (its queen.messages shard id) whose twin serves p_pid here, or NULL: the
--- partition's shard group is placed on this node. Takes the shard's metadata lock
--- (ShareLock, as a write through Citus does) first, so a move of the group either waits for
--- this transaction or has finished; the placement is read after it (a statement of its own:
--- a snapshot taken after the lock).
-CREATE OR REPLACE FUNCTION queen._twin_here(p_pid uuid)
-RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    v_shard bigint := get_shard_id_for_distribution_column('queen.messages', p_pid);
-BEGIN
-    PERFORM lock_shard_metadata(5, ARRAY[v_shard]);
-    PERFORM 1 FROM pg_dist_placement pl JOIN pg_dist_local_group lg ON lg.groupid = pl.groupid
-     WHERE pl.shardid = v_shard;
-    RETURN CASE WHEN FOUND THEN v_shard END;
-END;
-$$;
-
 -- The tables a twin substitutes: those co-located with queen.messages (shard per group) and
 -- the reference tables (one shard, on every node).
 CREATE OR REPLACE FUNCTION queen._twin_tables(OUT name text, OUT reference boolean)
@@ -80,11 +62,12 @@ $$;
 
 -- Which functions get a twin. From the entry points and the trigger functions, every queen
 -- function called (queen.f(...)) is followed, except through the stubs: the steps listed
--- here as not one shard group's, and any function whose text writes a reference table,
--- inserts into a table whose id a sequence default draws without naming it, or names a
--- constraint in ON CONFLICT (shard constraints carry the shard id). kind: 'twin' (copied),
--- 'stub' (raises QT001), 'trigger' (copied as a function of NEW, the transition table and
--- TG_OP); functions that read no table and call no twin or stub are called as they are.
+-- here as not one shard group's, and any function whose text inserts into a table whose id a
+-- sequence default draws without naming it, or names a constraint in ON CONFLICT (shard
+-- constraints carry the shard id). kind: 'twin' (copied), 'stub' (raises QT001), 'trigger'
+-- (its body runs in the trigger on Citus, queen._twin_trigger); functions that read no table
+-- and call no twin or stub are called as they are. (A twin's write of a reference table,
+-- which must reach every node's copy, raises QT001 in its place: queen._twin_text.)
 CREATE OR REPLACE FUNCTION queen._twin_functions(OUT fn regprocedure, OUT kind text)
 RETURNS SETOF record
 LANGUAGE plpgsql STABLE AS $$
@@ -92,10 +75,12 @@ DECLARE
     v_entries text[] := ARRAY['push_partition_v3', 'pop_partition_v1', 'ack_partition_v2',
                               'renew_partition_v1', 'trg_partition_lookup_heads',
                               'trg_messages_partition_lookup_v2'];
-    v_stubs   text[] := ARRAY['_ensure_subscription', '_register_group', '_conflation',
-                              '_cursor_rows_of_queue', '_definitions_lock', '_queue_depth',
-                              '_pop_candidates', '_pop_ready_count', '_pop_active_leases',
-                              '_push_prepare'];
+    -- (cross-shard: a group's registration, the conflation policy's check, a queue's
+    -- depth and ready count, its active leases; a push's general preparation, which creates
+    -- queues and partitions and locks capped queues' rows)
+    v_stubs   text[] := ARRAY['_register_group', '_conflation', '_cursor_rows_of_queue',
+                              '_definitions_lock', '_queue_depth', '_pop_ready_count',
+                              '_pop_active_leases', '_push_prepare'];
     v_tables  text := (SELECT string_agg(t.name, '|') FROM queen._twin_tables() t);
     v_refs    text := (SELECT string_agg(t.name, '|') FROM queen._twin_tables() t
                         WHERE t.reference);
@@ -103,6 +88,7 @@ DECLARE
     v_todo    text[];
     v_name    text;
     v_src     text;
+    v_own     text;
     v_twin    text[] := '{}';
     v_grew    boolean := true;
     r         record;
@@ -117,9 +103,11 @@ BEGIN
         CONTINUE WHEN v_src IS NULL;
         v_seen := v_seen || v_name;
         CONTINUE WHEN v_name = ANY (v_stubs);
-        IF v_src ~* ('\m(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+queen\.(' || v_refs || ')\M')
-           OR v_src ~* 'ON\s+CONFLICT\s+ON\s+CONSTRAINT'
-           OR v_src ~* ('INSERT\s+INTO\s+queen\.(messages|dead_letter_queue|message_traces)'
+        -- (its writes of reference tables left out: they raise in the twin)
+        v_own := regexp_replace(v_src, '\m(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+queen\.('
+                                       || v_refs || ')\M[^;]*;', '', 'gi');
+        IF v_own ~* 'ON\s+CONFLICT\s+ON\s+CONSTRAINT'
+           OR v_own ~* ('INSERT\s+INTO\s+queen\.(messages|dead_letter_queue|message_traces)'
                         || '\M[^(;]*\((?![^)]*\mid\M)') THEN
             v_stubs := v_stubs || v_name;
             CONTINUE;
@@ -156,42 +144,28 @@ BEGIN
 END;
 $$;
 
--- One function's twin, as a CREATE FUNCTION with placeholders: @TWIN@ (the schema) and
--- @<table>@ (the table's shard id). Distributed and reference tables become their shards
--- (with the table's name as alias where the text had none, so that column references
--- qualified by it still resolve); not where the name is a type (a variable's, a cast's);
--- calls of twins and stubs go to the twin schema.
-CREATE OR REPLACE FUNCTION queen._twin_template(p_fn regprocedure, p_kind text, p_calls text)
+-- A function's text made its twin's, with placeholders: @TWIN@ (the twin schema) and
+-- @<table>@ (the table's shard id in the group). Each distributed and reference table becomes
+-- its shard (with the table's name as alias where the text had none, so that column
+-- references qualified by it still resolve), not where the name is a type (a variable's, a
+-- cast's); calls of the functions of p_calls go to the twin schema.
+CREATE OR REPLACE FUNCTION queen._twin_text(p_text text, p_calls text)
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    p        pg_proc;
-    v_body   text;
-    v_args   text;
-    v_result text;
-    v_set    text := '';
-    v_table  text;
-    v_trg    text;
-    v_lang   text;
-    v_kw     text := '(SET|WHERE|ON|JOIN|LEFT|RIGHT|INNER|CROSS|FULL|NATURAL|ORDER|GROUP|'
-                     'HAVING|LIMIT|OFFSET|FOR|UNION|EXCEPT|INTERSECT|RETURNING|USING|WINDOW|'
-                     'VALUES|OVERRIDING|DEFAULT|SELECT)';
+    v_body  text := p_text;
+    v_table text;
+    v_kw    text := '(SET|WHERE|ON|JOIN|LEFT|RIGHT|INNER|CROSS|FULL|NATURAL|ORDER|GROUP|'
+                    'HAVING|LIMIT|OFFSET|FOR|UNION|EXCEPT|INTERSECT|RETURNING|USING|WINDOW|'
+                    'VALUES|OVERRIDING|DEFAULT|SELECT)';
 BEGIN
-    SELECT * INTO p FROM pg_proc WHERE oid = p_fn;
-    v_args := pg_get_function_arguments(p_fn);
-    v_result := pg_get_function_result(p_fn);
-    IF p_kind = 'stub' THEN
-        RETURN format('CREATE OR REPLACE FUNCTION @TWIN@.%I(%s) RETURNS %s LANGUAGE plpgsql '
-                      'AS $twin$BEGIN RAISE EXCEPTION USING ERRCODE = ''QT001'', '
-                      'MESSAGE = %L; END$twin$;',
-                      p.proname, v_args, v_result,
-                      'queen: ' || p.proname || ' is not one shard group''s step');
-    END IF;
-    v_lang := (SELECT lanname FROM pg_language WHERE oid = p.prolang);
-    IF v_lang NOT IN ('plpgsql', 'sql') THEN
-        RAISE EXCEPTION 'queen twins: % is not PL/pgSQL or SQL', p_fn;
-    END IF;
-    v_body := p.prosrc;
+    -- a write of a reference table (to its end: ';' outside brackets and quotes) raises
+    v_body := regexp_replace(
+        v_body, '\m(INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s+queen\.('
+                || (SELECT string_agg(t.name, '|') FROM queen._twin_tables() t WHERE t.reference)
+                || ')\M[^;]*;',
+        'RAISE EXCEPTION USING ERRCODE = ''QT001'', MESSAGE = ''queen: a write of a reference table'';',
+        'gi');
     FOR v_table IN SELECT t.name FROM queen._twin_tables() t LOOP
         -- (a table name followed by a keyword or a bracket: no alias of its own)
         v_body := regexp_replace(
@@ -205,115 +179,251 @@ BEGIN
         v_body := regexp_replace(v_body, '\mqueen\.(' || p_calls || ')(\s*\()', '@TWIN@.\1\2',
                                  'g');
     END IF;
-    IF p_kind = 'trigger' THEN
-        v_trg := CASE p.proname WHEN 'trg_partition_lookup_heads' THEN 'partition_lookup'
-                                WHEN 'trg_messages_partition_lookup_v2' THEN 'messages' END;
-        IF v_trg IS NULL THEN
-            RAISE EXCEPTION 'queen twins: no table known for the trigger function %', p_fn;
-        END IF;
-        v_body := regexp_replace(v_body, '\mNEW\.', 'p_new.', 'g');
-        v_body := regexp_replace(v_body, '\mTG_OP\M', 'p_op', 'g');
-        v_body := regexp_replace(v_body, '\mnew_rows\M', 'unnest(p_new_rows)', 'g');
-        v_args := format('p_new queen.%I, p_new_rows queen.%I[], p_op text', v_trg, v_trg);
-        v_result := 'text';
+    RETURN v_body;
+END;
+$$;
+
+-- p_text with the placeholders of queen._twin_text filled in for the shard group p_group
+-- (its queen.messages shard id).
+CREATE OR REPLACE FUNCTION queen._twin_for_group(p_text text, p_group bigint)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_out text := replace(p_text, '@TWIN@', 'queen_s' || p_group);
+    r     record;
+BEGIN
+    FOR r IN SELECT t.name, s.shardid FROM queen._twin_tables() t
+               JOIN pg_dist_shard s ON s.logicalrelid = ('queen.' || t.name)::regclass
+              WHERE t.reference
+                 OR s.shardminvalue = (SELECT g.shardminvalue FROM pg_dist_shard g
+                                        WHERE g.shardid = p_group) LOOP
+        v_out := replace(v_out, '@' || r.name || '@', r.shardid::text);
+    END LOOP;
+    RETURN v_out;
+END;
+$$;
+
+-- One function's twin (a stub raising QT001 for p_kind 'stub'), as a CREATE FUNCTION with
+-- the placeholders of queen._twin_text; with the generic plans plain PostgreSQL runs it with
+-- (20_generic_plans.sql).
+CREATE OR REPLACE FUNCTION queen._twin_template(p_fn regprocedure, p_kind text, p_calls text)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    p      pg_proc;
+    v_set  text;
+    v_lang text;
+BEGIN
+    SELECT * INTO p FROM pg_proc WHERE oid = p_fn;
+    IF p_kind = 'stub' THEN
+        RETURN format('CREATE OR REPLACE FUNCTION @TWIN@.%I(%s) RETURNS %s LANGUAGE plpgsql '
+                      'AS $twin$BEGIN RAISE EXCEPTION USING ERRCODE = ''QT001'', '
+                      'MESSAGE = %L; END$twin$;',
+                      p.proname, pg_get_function_arguments(p_fn), pg_get_function_result(p_fn),
+                      'queen: ' || p.proname || ' is not one shard group''s step');
     END IF;
-    -- (with the generic plans plain PostgreSQL runs them with: 20_generic_plans.sql)
-    SELECT coalesce(string_agg(format(' SET %s = %L', split_part(c, '=', 1),
-                                      substr(c, strpos(c, '=') + 1)), ''), '')
+    v_lang := (SELECT lanname FROM pg_language WHERE oid = p.prolang);
+    IF v_lang NOT IN ('plpgsql', 'sql') THEN
+        RAISE EXCEPTION 'queen twins: % is not PL/pgSQL or SQL', p_fn;
+    END IF;
+    SELECT coalesce(string_agg(format(' SET %s = %L', split_part(v.c, '=', 1),
+                                      substr(v.c, strpos(v.c, '=') + 1)), ''), '')
       INTO v_set
       FROM unnest(p.proconfig) AS u(c0),
            LATERAL (SELECT CASE WHEN u.c0 = 'plan_cache_mode=auto'
                                 THEN 'plan_cache_mode=force_generic_plan' ELSE u.c0 END) AS v(c);
     RETURN format('CREATE OR REPLACE FUNCTION @TWIN@.%I(%s) RETURNS %s LANGUAGE %s %s%s%s '
                   'AS $twin$%s$twin$;',
-                  p.proname, v_args, v_result, v_lang,
+                  p.proname, pg_get_function_arguments(p_fn), pg_get_function_result(p_fn),
+                  v_lang,
                   CASE p.provolatile WHEN 'i' THEN 'IMMUTABLE' WHEN 's' THEN 'STABLE'
                                      ELSE 'VOLATILE' END,
-                  CASE WHEN p.proisstrict THEN ' STRICT' ELSE '' END, v_set, v_body);
+                  CASE WHEN p.proisstrict THEN ' STRICT' ELSE '' END, v_set,
+                  queen._twin_text(p.prosrc, p_calls));
 END;
 $$;
 
--- One branch per shard group (p_groups: their queen.messages shard ids) of a static CASE
--- on v_shard running p_call in the group's twin schema (@S@ in p_call): each call is a plan
--- of its own, cached, where EXECUTE would parse and plan it every time.
-CREATE OR REPLACE FUNCTION queen._twin_case(p_groups bigint[], p_call text, p_var text)
-RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT format(E'CASE %s\n', p_var)
-           || string_agg(format(E'                WHEN %s THEN %s\n', g,
-                                replace(p_call, '@S@', 'queen_s' || g)), '' ORDER BY g)
-           || E'                ELSE NULL;\n            END CASE;'
-      FROM unnest(p_groups) AS g
-$$;
-
 -- The entry point on Citus: the twin of p_entry where p_pid's shard group is (savepoint:
--- QT001 rolls it back), else the entry itself. p_guard: a condition on the arguments that
+-- QT001 rolls it back), else the entry itself. Where: the shard's metadata lock first
+-- (ShareLock, as a write through Citus takes: a move of the group either waits for this
+-- transaction or has finished), then the placement, read after it (a statement of its own:
+-- a snapshot taken after the lock); the group's twin by a static CASE (each call a cached
+-- plan, where EXECUTE would plan it every time). p_guard: a condition on the arguments that
 -- must hold for the twin (a pop's partition, named or a candidate, is p_pid).
 CREATE OR REPLACE FUNCTION queen._twin_dispatcher(p_entry regprocedure, p_guard text,
                                                   p_groups bigint[])
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-    v_name   text := (SELECT proname FROM pg_proc WHERE oid = p_entry);
-    v_names  text[] := (SELECT array_agg(a ORDER BY i) FROM pg_proc pp,
-                               unnest(pp.proargnames) WITH ORDINALITY AS u(a, i)
-                         WHERE pp.oid = p_entry);
-    v_call   text := format('%I(%s)', v_name, array_to_string(v_names, ', '));
+    v_name  text := (SELECT proname FROM pg_proc WHERE oid = p_entry);
+    v_names text[] := (SELECT array_agg(a ORDER BY i) FROM pg_proc pp,
+                              unnest(pp.proargnames) WITH ORDINALITY AS u(a, i)
+                        WHERE pp.oid = p_entry);
+    v_call  text := format('%I(%s)', v_name, array_to_string(v_names, ', '));
 BEGIN
     RETURN format($f$CREATE OR REPLACE FUNCTION queen.%1$I(%2$s) RETURNS %3$s
 LANGUAGE plpgsql AS $twin$
 DECLARE
-    v_shard bigint := queen._twin_here(%4$I);
+    v_shard bigint := get_shard_id_for_distribution_column('queen.messages', %4$I);
     v_set   text;
 BEGIN
-    IF v_shard IS NOT NULL THEN
-        IF %5$s THEN
-            BEGIN
-                v_set := set_config('queen.twin', v_shard::text, true);  -- (no statement)
-                %6$s
-            EXCEPTION WHEN SQLSTATE 'QT001' THEN
-                NULL;  -- not one shard group's step: through Citus, below
-            END;
-        END IF;
+    v_set := (lock_shard_metadata(5, ARRAY[v_shard]) IS NULL)::text;  -- (no statement)
+    PERFORM 1 FROM pg_dist_placement pl JOIN pg_dist_local_group lg ON lg.groupid = pl.groupid
+     WHERE pl.shardid = v_shard;
+    IF FOUND AND %5$s THEN
+        BEGIN
+            v_set := set_config('queen.twin', v_shard::text, true);  -- (no statement)
+            CASE v_shard
+%6$s
+                ELSE NULL;
+            END CASE;
+        EXCEPTION WHEN SQLSTATE 'QT001' THEN
+            NULL;  -- not one shard group's step: through Citus, below
+        END;
     END IF;
     RETURN queen.%7$s;
 END;
 $twin$;$f$,
         v_name || '_on_shard', pg_get_function_arguments(p_entry),
         pg_get_function_result(p_entry), v_names[1], coalesce('(' || p_guard || ')', 'true'),
-        queen._twin_case(p_groups, 'RETURN @S@.' || v_call || ';', 'v_shard'), v_call);
+        (SELECT string_agg(format('                WHEN %s THEN RETURN queen_s%s.%s;', g, g,
+                                  v_call), E'\n' ORDER BY g)
+           FROM unnest(p_groups) AS g),
+        v_call);
 END;
 $$;
 
--- A trigger function on Citus: in a twin's transaction, the twin's copy of p_twin (NEW and the
--- transition table as the shell table's rows); otherwise p_orig's own body.
-CREATE OR REPLACE FUNCTION queen._twin_trigger_wrapper(
-    p_orig regprocedure, p_twin regprocedure, p_table regclass, p_rows boolean,
-    p_groups bigint[]
+-- A trigger function on Citus: in a twin's transaction, p_twin's body made the twin of the
+-- shard group whose shard of p_table fired it (a branch per group, on TG_TABLE_NAME: the body
+-- runs in the trigger itself, with its NEW and transition table); otherwise p_orig's own
+-- body.
+CREATE OR REPLACE FUNCTION queen._twin_trigger(
+    p_orig regprocedure, p_twin regprocedure, p_table text, p_calls text, p_groups bigint[]
 ) RETURNS text
 LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v_body text := queen._twin_text((SELECT prosrc FROM pg_proc WHERE oid = p_twin), p_calls);
 BEGIN
     RETURN format($f$CREATE OR REPLACE FUNCTION queen.%1$I() RETURNS trigger
 LANGUAGE plpgsql AS $twin$
-DECLARE
-    v_twin bigint := nullif(current_setting('queen.twin', true), '')::bigint;
 BEGIN
-    IF v_twin IS NOT NULL THEN
-            %2$s
-        RETURN NULL;
+    IF current_setting('queen.twin', true) <> '' THEN
+        CASE TG_TABLE_NAME
+%2$s
+            ELSE NULL;
+        END CASE;
     END IF;
 %3$s
 END;
 $twin$;$f$,
         (SELECT proname FROM pg_proc WHERE oid = p_orig) || '_citus',
-        queen._twin_case(p_groups, format('PERFORM @S@.%I(%s, %s, TG_OP);',
-            (SELECT proname FROM pg_proc WHERE oid = p_twin),
-            CASE WHEN p_rows THEN format('NULL::%s', p_table)
-                 ELSE format('ROW(NEW.*)::%s', p_table) END,
-            CASE WHEN p_rows
-                 THEN format('(SELECT array_agg(ROW(n.*)::%s) FROM new_rows n)', p_table)
-                 ELSE format('NULL::%s[]', p_table) END), 'v_twin'),
+        (SELECT string_agg(format(E'            WHEN %L THEN\n%s',
+                                  p_table || '_' || s.shardid,
+                                  queen._twin_for_group(v_body, g)), E'\n' ORDER BY g)
+           FROM unnest(p_groups) AS g
+           JOIN pg_dist_shard s ON s.logicalrelid = ('queen.' || p_table)::regclass
+                               AND s.shardminvalue = (SELECT m.shardminvalue FROM pg_dist_shard m
+                                                       WHERE m.shardid = g)),
         (SELECT prosrc FROM pg_proc WHERE oid = p_orig));
+END;
+$$;
+
+-- The shard groups placed on this node (their queen.messages shard ids), as the dispatchers
+-- and the node's pop read them.
+CREATE OR REPLACE FUNCTION queen._twin_groups_here()
+RETURNS bigint[]
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(array_agg(pl.shardid ORDER BY pl.shardid), '{}')
+      FROM pg_dist_placement pl
+      JOIN pg_dist_local_group lg ON lg.groupid = pl.groupid
+      JOIN pg_dist_shard s ON s.shardid = pl.shardid
+     WHERE s.logicalrelid = 'queen.messages'::regclass
+$$;
+
+-- A pop of a whole queue served by the node that holds p_anchor's shard group (issue 44,
+-- part 3): the queue's pop (queen._pop_one, its twin) on each shard group placed here, from
+-- a random one on, until one delivers; the ready index each reads is its own shard's (the
+-- queue's ready partitions of that group, oldest first, each claimed with FOR UPDATE SKIP
+-- LOCKED as any pop does). Nothing here: the empty answer, with a long poll's due time the
+-- earliest of the groups'. NULL when the node cannot answer for the queue (no group here, a
+-- queue unknown, a step that is not one shard group's, e.g. a group's first registration for
+-- the queue): the caller pops through Citus then (queen_threads/queue/store.py). The
+-- groups are locked as a twin's dispatcher locks one (70_twins.sql).
+CREATE OR REPLACE FUNCTION queen._twin_node_pop(p_groups bigint[])
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN format($f$CREATE OR REPLACE FUNCTION queen.pop_queue_on_node_v1(p_anchor uuid, p_req jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $twin$
+DECLARE
+    v_local bigint[] := queen._twin_groups_here();
+    v_req   jsonb := p_req - 'wantCandidates' - 'candidate';
+    v_n     integer;
+    v_start integer;
+    v_g     bigint;
+    v_out   jsonb;
+    v_empty jsonb;
+    v_set   text;
+BEGIN
+    IF cardinality(v_local) = 0 OR p_req ->> 'queue' IS NULL THEN
+        RETURN NULL;
+    END IF;
+    v_set := (lock_shard_metadata(5, v_local) IS NULL)::text;  -- (no statement)
+    v_local := queen._twin_groups_here();  -- (after the lock)
+    v_n := cardinality(v_local);
+    v_start := floor(random() * v_n)::integer;
+    BEGIN
+        FOR i IN 0 .. v_n - 1 LOOP
+            v_g := v_local[1 + (v_start + i) %% v_n];
+            v_set := set_config('queen.twin', v_g::text, true);  -- (no statement)
+            CASE v_g
+%1$s
+                ELSE CONTINUE;
+            END CASE;
+            IF jsonb_array_length(v_out -> 'messages') > 0 THEN
+                RETURN v_out::text;
+            END IF;
+            v_empty := CASE
+                WHEN v_empty IS NULL THEN v_out
+                ELSE v_empty || jsonb_build_object(
+                    'contended', coalesce((v_empty ->> 'contended')::boolean, false)
+                                 OR coalesce((v_out ->> 'contended')::boolean, false),
+                    'dueInMs', (SELECT min(d) FROM unnest(ARRAY[(v_empty ->> 'dueInMs')::bigint,
+                                                                (v_out ->> 'dueInMs')::bigint]) d))
+                END;
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'QT001' THEN
+        RETURN NULL;  -- not one shard group's step: the caller pops through Citus
+    END;
+    RETURN v_empty::text;
+END;
+$twin$;$f$,
+        (SELECT string_agg(format('                WHEN %s THEN v_out := queen_s%s._pop_one(v_req);',
+                                  g, g), E'\n' ORDER BY g)
+           FROM unnest(p_groups) AS g));
+END;
+$$;
+
+-- One queen.shard_anchors id per node that holds shard groups: where the server sends the
+-- pops of a queue, one node after the other (queen.pop_queue_on_node_v1). (The anchors are
+-- read first: a distributed table is not joined with the catalog.)
+CREATE OR REPLACE FUNCTION queen.citus_node_anchors_v1()
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_ids uuid[] := ARRAY(SELECT a.partition_id FROM queen.shard_anchors a);
+BEGIN
+    RETURN (SELECT coalesce(json_agg(x.id ORDER BY x.groupid), '[]')::text
+              FROM (SELECT DISTINCT ON (pl.groupid) pl.groupid, u.id
+                      FROM unnest(v_ids) AS u(id)
+                      JOIN pg_dist_placement pl
+                        ON pl.shardid = get_shard_id_for_distribution_column('queen.shard_anchors',
+                                                                             u.id)
+                     ORDER BY pl.groupid, u.id) x);
 END;
 $$;
 
@@ -321,79 +431,62 @@ CREATE TABLE IF NOT EXISTS queen.citus_twins (checksum text NOT NULL);
 
 DO $citus$
 DECLARE
-    v_funcs    record;
     v_calls    text;
-    v_templ    text[] := '{}';
-    v_sum      text;
-    v_group    record;
+    v_templ    text;
     v_ddl      text;
-    v_table    record;
-    v_entry    record;
     v_wrappers text[];
+    v_sum      text;
+    v_group    bigint;
+    v_schema   text;
     v_groups   bigint[] := ARRAY(SELECT s.shardid FROM pg_dist_shard s
                                   WHERE s.logicalrelid = 'queen.messages'::regclass
                                   ORDER BY s.shardid);
 BEGIN
     SELECT string_agg(DISTINCT p.proname, '|') INTO v_calls
-      FROM queen._twin_functions() f JOIN pg_proc p ON p.oid = f.fn;
-    FOR v_funcs IN SELECT * FROM queen._twin_functions() LOOP
-        v_templ := v_templ || queen._twin_template(v_funcs.fn, v_funcs.kind, v_calls);
-    END LOOP;
+      FROM queen._twin_functions() f JOIN pg_proc p ON p.oid = f.fn WHERE f.kind <> 'trigger';
+    SELECT string_agg(queen._twin_template(f.fn, f.kind, v_calls), E'\n@@\n' ORDER BY f.fn)
+      INTO v_templ
+      FROM queen._twin_functions() f WHERE f.kind <> 'trigger';
     v_wrappers := ARRAY[
+        -- (a pop's guard reads the reference tables' shards: the same on every node)
         queen._twin_dispatcher('queen.push_partition_v3(uuid,text)', NULL, v_groups),
-        queen._twin_dispatcher('queen.pop_partition_v1(uuid,jsonb)',
-                               'p_req ->> ''candidate'' = p_pid::text OR p_pid = '
-                               '(SELECT p.id FROM queen.partitions_@partitions@ p '
-                               'JOIN queen.queues_@queues@ q ON q.id = p.queue_id '
-                               'WHERE q.name = p_req ->> ''queue'' '
-                               'AND p.name = p_req ->> ''partition'')', v_groups),
+        queen._twin_dispatcher('queen.pop_partition_v1(uuid,jsonb)', queen._twin_for_group(
+                                   queen._twin_text(
+                                       'p_req ->> ''candidate'' = p_pid::text OR p_pid = '
+                                       '(SELECT p.id FROM queen.partitions p '
+                                       'JOIN queen.queues q ON q.id = p.queue_id '
+                                       'WHERE q.name = p_req ->> ''queue'' '
+                                       'AND p.name = p_req ->> ''partition'')', ''),
+                                   v_groups[1]), v_groups),
         queen._twin_dispatcher('queen.ack_partition_v2(uuid,text)', NULL, v_groups),
         queen._twin_dispatcher('queen.renew_partition_v1(uuid,jsonb)', NULL, v_groups),
-        queen._twin_trigger_wrapper('queen.trg_partition_lookup_heads()',
-                                    'queen.trg_partition_lookup_heads()',
-                                    'queen.partition_lookup', false, v_groups),
-        queen._twin_trigger_wrapper('queen.trg_messages_partition_lookup()',
-                                    'queen.trg_messages_partition_lookup_v2()',
-                                    'queen.messages', true, v_groups)];
-    -- the reference tables' shards in the dispatchers (the same on every node)
-    FOR v_table IN SELECT t.name, s.shardid FROM queen._twin_tables() t
-                     JOIN pg_dist_shard s ON s.logicalrelid = ('queen.' || t.name)::regclass
-                    WHERE t.reference LOOP
-        v_wrappers := ARRAY(SELECT replace(w, '@' || v_table.name || '@', v_table.shardid::text)
-                              FROM unnest(v_wrappers) w);
-    END LOOP;
-    v_sum := md5(array_to_string(v_templ || v_wrappers, E'\n')
-                 || (SELECT string_agg(s.shardid::text, ',' ORDER BY s.shardid)
-                       FROM pg_dist_shard s
-                       JOIN queen._twin_tables() t ON s.logicalrelid = ('queen.' || t.name)::regclass));
+        queen._twin_trigger('queen.trg_partition_lookup_heads()',
+                            'queen.trg_partition_lookup_heads()', 'partition_lookup', v_calls,
+                            v_groups),
+        queen._twin_trigger('queen.trg_messages_partition_lookup()',
+                            'queen.trg_messages_partition_lookup_v2()', 'messages', v_calls,
+                            v_groups),
+        queen._twin_node_pop(v_groups)];
+    v_sum := md5(v_templ || array_to_string(v_wrappers, E'\n') || v_groups::text);
     IF EXISTS (SELECT 1 FROM queen.citus_twins WHERE checksum = v_sum) THEN
         RETURN;
     END IF;
 
     -- twin schemas of shard groups that are gone (a split), then one per shard group
-    FOR v_group IN SELECT n.nspname FROM pg_namespace n
-                    WHERE n.nspname LIKE 'queen\_s%'
-                      AND NOT EXISTS (SELECT 1 FROM pg_dist_shard s
-                                       WHERE s.logicalrelid = 'queen.messages'::regclass
-                                         AND n.nspname = 'queen_s' || s.shardid) LOOP
-        EXECUTE format('DROP SCHEMA %I CASCADE', v_group.nspname);
+    FOR v_schema IN SELECT n.nspname FROM pg_namespace n
+                     WHERE n.nspname LIKE 'queen\_s%'
+                       AND NOT n.nspname = ANY (ARRAY(SELECT 'queen_s' || g
+                                                        FROM unnest(v_groups) g)) LOOP
+        EXECUTE format('DROP SCHEMA %I CASCADE', v_schema);
     END LOOP;
-    FOR v_group IN SELECT s.shardid, s.shardminvalue FROM pg_dist_shard s
-                    WHERE s.logicalrelid = 'queen.messages'::regclass ORDER BY s.shardid LOOP
-        v_ddl := array_to_string(v_templ, E'\n@@\n');
-        v_ddl := replace(v_ddl, '@TWIN@', 'queen_s' || v_group.shardid);
-        FOR v_table IN SELECT t.name, s.shardid FROM queen._twin_tables() t
-                         JOIN pg_dist_shard s ON s.logicalrelid = ('queen.' || t.name)::regclass
-                        WHERE t.reference
-                           OR s.shardminvalue = v_group.shardminvalue LOOP
-            v_ddl := replace(v_ddl, '@' || v_table.name || '@', v_table.shardid::text);
-        END LOOP;
-        EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', 'queen_s' || v_group.shardid);
-        FOR v_ddl IN SELECT unnest(string_to_array(v_ddl, E'\n@@\n')) LOOP
+    FOREACH v_group IN ARRAY v_groups LOOP
+        EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', 'queen_s' || v_group);
+        FOR v_ddl IN SELECT unnest(string_to_array(queen._twin_for_group(v_templ, v_group),
+                                                   E'\n@@\n')) LOOP
             EXECUTE v_ddl;
         END LOOP;
     END LOOP;
-    FOR v_ddl IN SELECT unnest(v_wrappers) LOOP
+    FOREACH v_ddl IN ARRAY v_wrappers LOOP
         EXECUTE v_ddl;
     END LOOP;
 
@@ -431,7 +524,8 @@ BEGIN
     FOREACH f IN ARRAY ARRAY['queen.push_partition_v3_on_shard(uuid,text)',
                              'queen.pop_partition_v1_on_shard(uuid,jsonb)',
                              'queen.ack_partition_v2_on_shard(uuid,text)',
-                             'queen.renew_partition_v1_on_shard(uuid,jsonb)']::regprocedure[] LOOP
+                             'queen.renew_partition_v1_on_shard(uuid,jsonb)',
+                             'queen.pop_queue_on_node_v1(uuid,jsonb)']::regprocedure[] LOOP
         IF NOT EXISTS (SELECT 1 FROM pg_dist_object d
                         WHERE d.classid = 'pg_proc'::regclass AND d.objid = f
                           AND d.distribution_argument_index IS NOT NULL) THEN
