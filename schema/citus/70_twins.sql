@@ -341,19 +341,20 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- A pop of a whole queue served by the node that holds p_anchor's shard group (issue 44,
--- part 3): the queue's pop (queen._pop_one, its twin) on each shard group placed here, from
--- a random one on, until one delivers; the ready index each reads is its own shard's (the
--- queue's ready partitions of that group, oldest first, each claimed with FOR UPDATE SKIP
--- LOCKED as any pop does). Nothing here: the empty answer, with a long poll's due time the
--- earliest of the groups'. NULL when the node cannot answer for the queue (no group here, a
--- queue unknown, a step that is not one shard group's, e.g. a group's first registration for
--- the queue): the caller pops through Citus then (queen_threads/queue/store.py). The
--- groups are locked as a twin's dispatcher locks one (70_twins.sql).
+-- part 3), from the shard groups placed here (locked as a dispatcher locks one): first the
+-- queue's ready partitions in each group's own ready index (queen._pop_candidates' twin, one
+-- probe each, groups from a random one on, interleaved), each then popped as a candidate
+-- (queen._pop_one's twin: claimed with FOR UPDATE SKIP LOCKED as any pop, every condition
+-- checked again on the locked row) until one delivers; none ready, or all taken meanwhile:
+-- the queue's pop on each group (one may have become ready), whose empty answers merge (the
+-- earliest due time of a long poll). NULL when the node cannot answer for the queue (no group
+-- here, a step that is not one shard group's, e.g. the group's first registration for the
+-- queue): the caller pops through Citus then (queen_threads/queue/store.py).
 CREATE OR REPLACE FUNCTION queen._twin_node_pop(p_groups bigint[])
 RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-    RETURN format($f$CREATE OR REPLACE FUNCTION queen.pop_queue_on_node_v1(p_anchor uuid, p_req jsonb)
+    RETURN queen._twin_for_group(queen._twin_text(format($f$CREATE OR REPLACE FUNCTION queen.pop_queue_on_node_v1(p_anchor uuid, p_req jsonb)
 RETURNS text
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -362,14 +363,23 @@ AS $twin$
 DECLARE
     v_local bigint[] := queen._twin_groups_here();
     v_req   jsonb := p_req - 'wantCandidates' - 'candidate';
+    v_group text := coalesce(nullif(p_req ->> 'consumerGroup', ''), '__QUEUE_MODE__');
+    v_now   timestamptz := now();
+    v_qid   uuid;
     v_n     integer;
     v_start integer;
     v_g     bigint;
+    v_c     uuid[];
+    v_pids  uuid[] := '{}';
+    v_gs    bigint[] := '{}';
+    v_pos   integer[] := '{}';
+    r       record;
     v_out   jsonb;
     v_empty jsonb;
     v_set   text;
 BEGIN
-    IF cardinality(v_local) = 0 OR p_req ->> 'queue' IS NULL THEN
+    SELECT q.id INTO v_qid FROM queen.queues q WHERE q.name = p_req ->> 'queue';
+    IF cardinality(v_local) = 0 OR v_qid IS NULL THEN
         RETURN NULL;
     END IF;
     v_set := (lock_shard_metadata(5, v_local) IS NULL)::text;  -- (no statement)
@@ -379,9 +389,30 @@ BEGIN
     BEGIN
         FOR i IN 0 .. v_n - 1 LOOP
             v_g := v_local[1 + (v_start + i) %% v_n];
-            v_set := set_config('queen.twin', v_g::text, true);  -- (no statement)
             CASE v_g
 %1$s
+                ELSE CONTINUE;
+            END CASE;
+            v_pids := v_pids || v_c;
+            v_gs := v_gs || array_fill(v_g, ARRAY[cardinality(v_c)]);
+            v_pos := v_pos || ARRAY(SELECT generate_series(1, cardinality(v_c)) * v_n + i);
+        END LOOP;
+        FOR r IN SELECT u.pid, u.g FROM unnest(v_pids, v_gs, v_pos) AS u(pid, g, pos)
+                  ORDER BY u.pos LOOP
+            v_set := set_config('queen.twin', r.g::text, true);  -- (no statement)
+            CASE r.g
+%2$s
+                ELSE CONTINUE;
+            END CASE;
+            IF jsonb_array_length(v_out -> 'messages') > 0 THEN
+                RETURN v_out::text;
+            END IF;
+        END LOOP;
+        FOR i IN 0 .. v_n - 1 LOOP
+            v_g := v_local[1 + (v_start + i) %% v_n];
+            v_set := set_config('queen.twin', v_g::text, true);  -- (no statement)
+            CASE v_g
+%3$s
                 ELSE CONTINUE;
             END CASE;
             IF jsonb_array_length(v_out -> 'messages') > 0 THEN
@@ -402,9 +433,15 @@ BEGIN
     RETURN v_empty::text;
 END;
 $twin$;$f$,
+        (SELECT string_agg(format('                WHEN %s THEN v_c := queen_s%s._pop_candidates('
+                                  'ARRAY[v_qid], v_group, v_now, ''{}'', 2);', g, g),
+                           E'\n' ORDER BY g) FROM unnest(p_groups) AS g),
+        (SELECT string_agg(format('                WHEN %s THEN v_out := queen_s%s._pop_one('
+                                  'v_req || jsonb_build_object(''candidate'', r.pid));', g, g),
+                           E'\n' ORDER BY g) FROM unnest(p_groups) AS g),
         (SELECT string_agg(format('                WHEN %s THEN v_out := queen_s%s._pop_one(v_req);',
-                                  g, g), E'\n' ORDER BY g)
-           FROM unnest(p_groups) AS g));
+                                  g, g), E'\n' ORDER BY g) FROM unnest(p_groups) AS g)), ''),
+        p_groups[1]);
 END;
 $$;
 
