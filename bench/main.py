@@ -9,6 +9,7 @@ import shlex
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import orjson
 from bench import machine, report, server
 from bench.common import Context, log
 from bench.options import Options, parse_args
+from bench.original import DEFAULT_RUN, OriginalServer
 from bench.profile import summary_markdown
 from bench.runner import ScenarioOutcome, cpu_rows, rows, run_all
 
@@ -55,15 +57,30 @@ def render(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> str:
     return "\n".join(parts)
 
 
+def start_original(options: Options, target: server.Target) -> tuple[Options, OriginalServer]:
+    """--original: the original server beside the target, as (x)'s other server."""
+    if not target.dsn:
+        raise RuntimeError("--original needs the database (--database-url with --url)")
+    original = OriginalServer(options.original_run or DEFAULT_RUN, target.dsn, target.pg_pid,
+                              options.workers)  # fmt: skip
+    other = original.start()
+    log(f"the original server: {other.url}, pid {other.server_pid}, db {original.database}")
+    sizes = replace(options.sizes, mixed_other_url=other.url, mixed_other_database_url=other.dsn)
+    return replace(options, sizes=sizes), original
+
+
 def bench(options: Options) -> int:
     server.raise_fd_limit()
     managed = server.ManagedServer(options) if options.start_server else None
+    original: OriginalServer | None = None
     started = time.time()
     try:
         if managed is not None:
             log("starting embedded PostgreSQL and the server")
         target = managed.start() if managed is not None else server.attach(options)
         log(f"target {target.url} (server pid {target.server_pid}, postgres pid {target.pg_pid})")
+        if options.original_run is not None:
+            options, original = start_original(options, target)
         info: dict[str, Any] = {
             "command": "scripts/bench " + shlex.join(options.argv),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -88,6 +105,8 @@ def bench(options: Options) -> int:
         if target.auth_twin is not None:
             problems += server_log_problems(target.auth_twin.log_path)
     finally:
+        if original is not None:
+            original.stop()
         if managed is not None:
             managed.stop()
     cores = int(info["machine"]["cores"] or 1)

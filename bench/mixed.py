@@ -132,7 +132,14 @@ async def load_window(
         await close_all([*conns, scraper])
     stats = latency_stats(books.acked, books.received)
     received = stats["received"]
+    carrying = books.pops - books.empty_pops
     stats |= {
+        "msgs_per_pop": round(len(books.received) / books.pops, 2) if books.pops else None,
+        "msgs_per_carrying_pop": round(len(books.received) / carrying, 2) if carrying else None,
+        # each message's push, plus the pops and the acks (one per carrying pop) per message
+        "requests_per_msg": (
+            round(1 + (books.pops + carrying) / len(books.received), 2) if books.received else None
+        ),
         "asked": rate,
         "seconds": seconds,
         "carried": carried_rate(books, start, seconds),
@@ -158,6 +165,9 @@ def step_keys(rate: float, prefix: str = "") -> list[tuple[str, str, str]]:
         (f"{k}_server_cpu", f"{at}: server CPU per message", "ms"),
         (f"{k}_postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
         (f"{k}_loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
+        (f"{k}_per_pop", f"{at}: messages per pop", "msgs"),
+        (f"{k}_per_carrying_pop", f"{at}: messages per pop that carried some", "msgs"),
+        (f"{k}_requests", f"{at}: requests per message (push, pops, acks)", "req"),
         (f"{k}_lost", f"{at}: lost", "msgs"),
         (f"{k}_duplicated", f"{at}: duplicated", "msgs"),
     ]
@@ -186,8 +196,9 @@ def mixed_figures(sizes: Sizes) -> list[Figure]:
 def step_figures(rate: float, stats: dict[str, Any], prefix: str = "") -> dict[str, float]:
     values = (stats.get("carried"), stats.get("p50_ms"), stats.get("p99_ms"),
               stats.get("server_cpu_ms_per_msg"), stats.get("postgres_cpu_ms_per_msg"),
-              stats.get("loadgen_cpu_ms_per_msg"), stats.get("lost"),
-              stats.get("duplicated"))  # fmt: skip
+              stats.get("loadgen_cpu_ms_per_msg"), stats.get("msgs_per_pop"),
+              stats.get("msgs_per_carrying_pop"), stats.get("requests_per_msg"),
+              stats.get("lost"), stats.get("duplicated"))  # fmt: skip
     keys = [key for key, _, _ in step_keys(rate, prefix)]
     return {key: float(v) for key, v in zip(keys, values, strict=True) if v is not None}
 
@@ -232,8 +243,9 @@ async def idle_partitions(ctx: Context, label: str, count: int) -> None:
 
 
 async def mixed_load(ctx: Context, run: int) -> RunResult:
-    """Each asked rate on the server under test, then (with --mixed-other-url) on the
-    other server right after it: the two meet the same moment of a shared machine."""
+    """Each asked rate on the server under test and (with --mixed-other-url or --original)
+    on the other server right beside it, the side that goes first alternating from step to
+    step: the two meet the same moment of a shared machine."""
     s = ctx.sizes
     other = other_target(ctx)
     if run == 0:
@@ -245,8 +257,11 @@ async def mixed_load(ctx: Context, run: int) -> RunResult:
     figures: dict[str, float] = {}
     cpu: dict[str, dict[str, float | None]] = {}
     steps: dict[str, list[dict[str, Any]]] = {"": [], OTHER: []}
-    for rate in s.mixed_rates:
-        for prefix, target in (("", None), (OTHER, other)):
+    for step, rate in enumerate(s.mixed_rates):
+        sides: list[tuple[str, Target | None]] = [("", None), (OTHER, other)]
+        if (step + run) % 2:  # the sides alternate which goes first
+            sides = sides[::-1]
+        for prefix, target in sides:
             if prefix and target is None:
                 continue
             with ctx.against(target) if target is not None else contextlib.nullcontext():

@@ -192,6 +192,7 @@ class Options:
     ceilings: bool
     keep: bool
     argv: tuple[str, ...]
+    original_run: str | None = None  # (x): start the original server from this run script
 
     @property
     def start_server(self) -> bool:
@@ -428,6 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU (%% of one core) of other processes that counts as quiet (25)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    p.add_argument(
+        "--original",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="RUN",
+        help="(x): start the original Queen server (its run script, default"
+        " ../shared/original/run) on a fresh database of the same PostgreSQL and run every"
+        " step against it too, the sides alternating",
+    )
     return p
 
 
@@ -492,4 +503,5 @@ def parse_args(argv: list[str]) -> Options:
         ceilings=ns.ceilings if ns.ceilings is not None else not ns.quick,
         keep=ns.keep,
         argv=tuple(argv),
+        original_run=ns.original,
     )

@@ -22,6 +22,7 @@ from .intention import (
     IntentionT,
     PollIntention,
 )
+from .linger import LingerPolicy
 from .longpoll import NO_CONTENT, LongPollService, Waker, Watch
 from .popper import Cover, CoveringPopper, LeaseReleaser, Popper, PopResult
 from .registry import PollIntentionRegistry, RegistryStats
@@ -46,6 +47,7 @@ __all__ = [
     "Intention",
     "IntentionT",
     "LeaseReleaser",
+    "LingerPolicy",
     "LongPollService",
     "ManualClock",
     "PollIntention",

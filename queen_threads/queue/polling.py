@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from queen_threads.polling import (
     BackoffPolicy,
     Cover,
+    LingerPolicy,
     PollIntention,
     PollStack,
     PopRequest,
@@ -60,6 +61,8 @@ class PollingService(PollStack[PollIntention]):
             worker_interval_ms=settings.poll_worker_interval_ms,
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
             cover=cover,
+            linger=LingerPolicy(settings.poll_linger_max_ms / 1000.0),
+            batch_of=lambda intention: intention.request.batch,
         )
 
     def start(self) -> None:
@@ -108,6 +111,7 @@ class PollingService(PollStack[PollIntention]):
         if not isinstance(queue, str):
             return
         group = event.get("consumerGroup") if event.get("kind") == "free" else None
+        count = event.get("count")
         self.pool.notify(
             queue,
             event.get("partition"),
@@ -115,4 +119,5 @@ class PollingService(PollStack[PollIntention]):
             namespace=event.get("namespace") or None,
             task=event.get("task") or None,
             source=source,
+            count=count if isinstance(count, int) and count > 0 else 1,
         )

@@ -96,6 +96,7 @@ class DbPopper:
                         result_body(result),
                         lease_ids_of(result),
                         len(messages),
+                        partitions=tuple({m.get("partition") or "" for m in messages}),
                     )
                 )
             else:

@@ -82,7 +82,11 @@ class WakeNotifier:
             if len(self._pending) >= MAX_PENDING:
                 self.dropped += 1
                 return
-            self._pending[_key(event)] = event
+            key = _key(event)
+            earlier = self._pending.get(key)
+            if earlier is not None and "count" in earlier and "count" in event:
+                event = {**event, "count": earlier["count"] + event["count"]}  # linger's hint
+            self._pending[key] = event
             self._cond.notify()
 
     def is_own(self, event: Event) -> bool:
