@@ -10,13 +10,12 @@ from queen_threads.polling import (
     BackoffPolicy,
     Cover,
     LingerPolicy,
-    PollIntention,
     PollStack,
-    PopRequest,
     Response,
     ResponseQueues,
     Watch,
 )
+from queen_threads.queue.intention import PollIntention, PopRequest
 from queen_threads.queue.popper import DbPopper
 from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings

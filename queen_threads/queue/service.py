@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queen_threads.polling import PopRequest
+from queen_threads.queue.intention import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.push_batcher import PushBatcher
 from queen_threads.queue.store import QueueStore

@@ -11,9 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queen_threads.polling.intention import GroupKey, PollIntention
 from queen_threads.polling.popper import PopResult
-from queen_threads.polling.request import PopRequest
+from queen_threads.queue.intention import GroupKey, PollIntention, PopRequest
 
 __all__ = ["InMemoryPopper", "make_intention"]
 

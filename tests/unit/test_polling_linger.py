@@ -10,8 +10,8 @@ import pytest
 
 from queen_threads.polling import LingerPolicy, PollIntentionRegistry, PollWorker, ResponseQueues
 from queen_threads.polling.clock import ManualClock
-from queen_threads.polling.intention import PollIntention
 from queen_threads.polling.linger import DEADLINE_MARGIN_S
+from queen_threads.queue.intention import PollIntention
 from tests.support.polling_fakes import PartitionedPopper, make_intention
 
 CAP = 0.020  # the linger cap of these tests, s

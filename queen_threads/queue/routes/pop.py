@@ -29,8 +29,8 @@ from queen_threads.http.request import (
     optional_int_param,
     str_param,
 )
-from queen_threads.polling import PopRequest
 from queen_threads.queue.body import subscription
+from queen_threads.queue.intention import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.popper import auto_ack_answer, lease_ids_of
 from queen_threads.queue.routes.lease import MAX_EXTEND_SECONDS
