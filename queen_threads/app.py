@@ -116,7 +116,7 @@ def metrics_sections(rt: Runtime) -> dict[str, Section]:
 
 def create_app(runtime: Runtime, routes: RouteTable | None = None) -> falcon.App:
     table = routes or route_table(runtime)
-    context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
+    context = RequestContext(runtime.requests, runtime.settings.cors_allowed_origins)
     # The request's span (telemetry on) first: it covers everything the others do.
     middleware: list[Any] = [
         context,

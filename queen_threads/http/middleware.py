@@ -18,11 +18,9 @@ import itertools
 import logging
 import secrets
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import falcon
-
-from queen_threads.metrics.counters import RequestStats
 
 access_log = logging.getLogger("queen_threads.access")
 
@@ -33,11 +31,21 @@ CORS_HEADERS = {
 }
 
 
-class RequestContext:
-    """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
+class RequestObserver(Protocol):
+    """Hears every request: when it begins, and its status and duration once answered
+    (metrics/counters.py's `RequestStats`; metrics/metered.py's `RequestMetrics`)."""
 
-    def __init__(self, stats: RequestStats, cors_origins: tuple[str, ...] = ("*",)) -> None:
-        self.stats = stats
+    def begin(self) -> None: ...
+
+    def record(self, status: int, elapsed_ms: float) -> None: ...
+
+
+class RequestContext:
+    """Gives every request an id (X-Request-Id), CORS headers and one access-log line, and
+    tells its observer."""
+
+    def __init__(self, observer: RequestObserver, cors_origins: tuple[str, ...] = ("*",)) -> None:
+        self.observer = observer
         self.any_origin = "*" in cors_origins
         self.origins = frozenset(cors_origins)
         self._prefix = secrets.token_hex(6)
@@ -56,7 +64,7 @@ class RequestContext:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
-        self.stats.begin()
+        self.observer.begin()
         incoming = req.get_header("X-Request-Id")
         req.context.request_id = (
             incoming if incoming and len(incoming) <= 128 else f"{self._prefix}{next(self._ids):x}"
@@ -79,7 +87,7 @@ class RequestContext:
     ) -> None:
         """Count the request and write its access line."""
         elapsed_ms = (time.monotonic() - started) * 1000 if started else 0.0
-        self.stats.record(status, elapsed_ms)
+        self.observer.record(status, elapsed_ms)
         access_log.info(
             "%s %s %d %.1fms", method, uri, status, elapsed_ms, extra={"request_id": request_id}
         )

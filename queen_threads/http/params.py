@@ -4,7 +4,7 @@ booleans, names and message keys; every one of them fails with a 400."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import falcon
 
@@ -20,6 +20,7 @@ FALSE_VALUES = ("false", "0")
 PAGE = frozenset({"limit", "offset"})
 TIME_RANGE = frozenset({"from", "to"})
 CHART = TIME_RANGE | {"interval"}
+MESSAGE_FILTERS = PAGE | TIME_RANGE | {"queue", "partition"}
 TRUE_VALUES = ("true", "1")
 
 
@@ -77,6 +78,29 @@ def scope_filters(req: falcon.Request) -> dict[str, str | None]:
         "namespace": name_param(req, "namespace", "Namespace"),
         "task": name_param(req, "task", "Task"),
     }
+
+
+class MessageFilters(TypedDict):
+    """What every listing of messages takes (GET /messages, GET /dlq): the keyword
+    arguments of their stores' reads."""
+
+    queue: str | None
+    partition: str | None
+    from_ts: datetime | None
+    to_ts: datetime | None
+    limit: int
+    offset: int
+
+
+def message_filters(req: falcon.Request, default_limit: int) -> MessageFilters:
+    """The query parameters MESSAGE_FILTERS names: page, time range, queue, partition."""
+    limit, offset = page(req, default_limit)
+    start, end = time_range(req)
+    return MessageFilters(
+        queue=name_param(req, "queue", "Queue"),
+        partition=name_param(req, "partition", "Partition"),
+        from_ts=start, to_ts=end, limit=limit, offset=offset,
+    )  # fmt: skip
 
 
 def message_key(partition_id: str, transaction_id: str) -> tuple[str, str]:
