@@ -85,8 +85,10 @@ class WakeNotifier:
             earlier = self._pending.get(key)
             if earlier is not None and "count" in earlier and "count" in event:
                 event = {**event, "count": earlier["count"] + event["count"]}  # linger's hint
+            first = not self._pending
             self._pending[key] = event
-            self._loop.cond.notify()
+            if first:  # the loop waits only on an empty pile (a notify costs a lock check)
+                self._loop.cond.notify()
 
     def is_own(self, event: Event) -> bool:
         """Sent by this process (its poll workers were woken already)."""
