@@ -149,6 +149,10 @@ async def load_window(
         **{f"{name}_cpu_ms_per_msg": per_message_ms(cpu, name, received) for name in CPU_NAMES},
         "server_counts_per_msg": counts,
     }
+    server_ms, requests = stats.get("server_cpu_ms_per_msg"), stats.get("requests_per_msg")
+    stats["server_cpu_ms_per_request"] = (
+        round(server_ms / requests, 4) if server_ms is not None and requests else None
+    )
     return stats, cpu
 
 
@@ -168,6 +172,7 @@ def step_keys(rate: float, prefix: str = "") -> list[tuple[str, str, str]]:
         (f"{k}_per_pop", f"{at}: messages per pop", "msgs"),
         (f"{k}_per_carrying_pop", f"{at}: messages per pop that carried some", "msgs"),
         (f"{k}_requests", f"{at}: requests per message (push, pops, acks)", "req"),
+        (f"{k}_server_per_request", f"{at}: server CPU per request", "ms"),
         (f"{k}_lost", f"{at}: lost", "msgs"),
         (f"{k}_duplicated", f"{at}: duplicated", "msgs"),
     ]
@@ -198,7 +203,8 @@ def step_figures(rate: float, stats: dict[str, Any], prefix: str = "") -> dict[s
               stats.get("server_cpu_ms_per_msg"), stats.get("postgres_cpu_ms_per_msg"),
               stats.get("loadgen_cpu_ms_per_msg"), stats.get("msgs_per_pop"),
               stats.get("msgs_per_carrying_pop"), stats.get("requests_per_msg"),
-              stats.get("lost"), stats.get("duplicated"))  # fmt: skip
+              stats.get("server_cpu_ms_per_request"), stats.get("lost"),
+              stats.get("duplicated"))  # fmt: skip
     keys = [key for key, _, _ in step_keys(rate, prefix)]
     return {key: float(v) for key, v in zip(keys, values, strict=True) if v is not None}
 
