@@ -398,6 +398,10 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 if any(
                     s.matches(queue, partition, group, namespace, task) for s in entry.selectors
                 ):
+                    if not entry.waiting:  # (linger) nobody waits now: what arrives meanwhile
+                        if self.linger is not None and group is None:
+                            entry.pending.arrived(partition, count, now, 1, self.linger)
+                        continue
                     full = True
                     if self.linger is not None:
                         lingered = self._linger_locked(
@@ -490,7 +494,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 and now - group.backoff.last_accessed > max_age_s
             ]
             for key in stale:
-                del self._groups[key]
+                self._index.discard(key, self._groups.pop(key).selectors)
             if self.linger is not None:
                 for group in self._groups.values():
                     group.pending.forget_idle(now, self.linger)
@@ -522,8 +526,11 @@ class PollIntentionRegistry(Generic[IntentionT]):
         self._live[group.shard] -= 1
         if not group.waiting:
             del self._active[group.shard][key]
-            self._index.discard(key, group.selectors)
-            group.selectors.clear()
+            if self.linger is None:
+                self._index.discard(key, group.selectors)
+                group.selectors.clear()
+            # (with linger the group stays indexed: its hints go on counting what arrives
+            # while its consumers are away, until it is cleaned up)
             group.backoff.last_accessed = self._clock()
         self._heaps[group.shard].maybe_compact(self._live[group.shard], self._is_live)
         return intention
