@@ -26,6 +26,7 @@ commit and its wake-up.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -40,6 +41,11 @@ Wanted = Callable[[list[Event]], list[Event]]  # the events another process wait
 Relay = Callable[[list[Event]], list[Event]]  # delivers what it can; returns the rest
 
 MAX_PENDING = 10_000  # distinct events waiting; beyond it new ones are dropped (counted)
+# Under load (a flush within BUSY_S of the one before) the loop lets events pile up this
+# long before it takes them: one datagram, one NOTIFY carry many, and the siblings wake
+# once for them. A lone event (an idle instance) goes at once.
+BUSY_S = 0.010
+COALESCE_S = 0.002
 
 
 def _key(event: Event) -> Hashable:
@@ -112,8 +118,13 @@ class WakeNotifier:
             return events
 
     def _run(self) -> None:
+        last = -BUSY_S
         while (events := self._take()) is not None:
             self.flush(events)
+            now = time.monotonic()
+            if now - last < BUSY_S and not self._loop.stopping:
+                time.sleep(COALESCE_S)  # busy: the next take carries what came meanwhile
+            last = now
 
     def flush(self, events: list[Event]) -> None:
         """One call for the `events` another process waits for and the relay did not
