@@ -93,6 +93,8 @@ class Context:
         # how to stop it at the end of the bench
         self.resources: dict[str, Any] = {}
         self.closers: list[Callable[[], None]] = []
+        # --baseline: the other checkout's server, measured beside this one
+        self.baseline: Target | None = None
 
     def close(self) -> None:
         """Stop what the scenarios started (the last started first)."""

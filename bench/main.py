@@ -81,6 +81,12 @@ def bench(options: Options) -> int:
         log(f"target {target.url} (server pid {target.server_pid}, postgres pid {target.pg_pid})")
         if options.original_run is not None:
             options, original = start_original(options, target)
+        baseline = None
+        if options.baseline:
+            assert managed is not None  # (options: not with --url)
+            baseline = managed.start_baseline(Path(options.baseline))
+            log(f"the baseline server ({options.baseline}) at {baseline.url}")
+            options = replace(options, sizes=replace(options.sizes, mixed_baseline=True))
         info: dict[str, Any] = {
             "command": "scripts/bench " + shlex.join(options.argv),
             "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
@@ -95,13 +101,17 @@ def bench(options: Options) -> int:
                 "auth_twin_env": target.auth_twin.server_env if target.auth_twin else None,
             },
             "sizes": options.sizes.__dict__,
+            "baseline": options.baseline,
         }
         ctx = Context(options, target)
+        ctx.baseline = baseline
         try:
             outcomes = asyncio.run(run_all(ctx))
         finally:
             ctx.close()
         problems = server_log_problems(target.log_path)
+        if baseline is not None:
+            problems += server_log_problems(baseline.log_path)
         if target.auth_twin is not None:
             problems += server_log_problems(target.auth_twin.log_path)
     finally:
@@ -112,7 +122,7 @@ def bench(options: Options) -> int:
     cores = int(info["machine"]["cores"] or 1)
     print(render(ctx, outcomes, cores))
     info["elapsed_s"] = round(time.time() - started, 1)
-    info["scenarios"] = {o.letter: o.as_dict(ctx) for o in outcomes}
+    info["scenarios"] = {o.key: o.as_dict(ctx) for o in outcomes}
     info["ceilings"] = {k: r.as_dict() for k, r in ctx.ceilings.items()}
     info["profiles"] = ctx.profiles
     info["postgres_waits"] = ctx.pg_waits

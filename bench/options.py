@@ -114,6 +114,7 @@ class Sizes:
     mixed_idle_partitions: int = 0  # (x): partitions of another queue in the database first
     mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
     mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
+    mixed_baseline: bool = False  # (x): --baseline's server is a side of every step too
     mixed_long_rate: float = 800.0  # (y): msg/s asked
     mixed_long_s: float = 600.0  # (y): production time
     mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
@@ -193,6 +194,7 @@ class Options:
     keep: bool
     argv: tuple[str, ...]
     original_run: str | None = None  # (x): start the original server from this run script
+    baseline: str | None = None  # another checkout, measured beside this one
 
     @property
     def start_server(self) -> bool:
@@ -430,6 +432,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
     p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also start the server of the checkout at DIR (e.g. a `git worktree` of the"
+        " commit before a change) on a database of its own of the same PostgreSQL, and run"
+        " every run of every scenario against both, the side that goes first alternating"
+        " ((x): step by step); not with --url",
+    )
+    p.add_argument(
         "--original",
         nargs="?",
         const="",
@@ -482,6 +492,8 @@ def parse_args(argv: list[str]) -> Options:
     sizes = replace(sizes, **overrides)  # type: ignore[arg-type]
     if ns.url is None and (ns.server_pid or ns.pg_pid or ns.database_url):
         parser.error("--server-pid, --pg-pid and --database-url go with --url")
+    if ns.url is not None and ns.baseline:
+        parser.error("--baseline starts both servers itself: not with --url")
     return Options(
         url=ns.url.rstrip("/") if ns.url else None,
         workers=ns.workers,
@@ -504,4 +516,5 @@ def parse_args(argv: list[str]) -> Options:
         keep=ns.keep,
         argv=tuple(argv),
         original_run=ns.original,
+        baseline=ns.baseline,
     )

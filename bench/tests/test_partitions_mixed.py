@@ -256,3 +256,21 @@ def test_the_original_server_gets_its_database_by_the_same_route() -> None:
     assert parse_args(["--scenarios", "x", "--original"]).original_run == ""
     assert parse_args(["--scenarios", "x"]).original_run is None
     assert DEFAULT_RUN.name == "run" and DEFAULT_RUN.parent.name == "original"
+
+
+def test_a_baseline_checkout_is_measured_beside_this_one_turn_about() -> None:
+    from bench.runner import OWN_BASELINE, sides
+
+    options = parse_args(["--quick", "--baseline", "/somewhere"])
+    assert options.baseline == "/somewhere"
+    with pytest.raises(SystemExit):
+        parse_args(["--url", "http://x", "--baseline", "/somewhere"])
+    ctx = Context(options, Target("http://a", None, None, None, True, {}))
+    assert sides(ctx, "b", 0) == [("", None)]  # no baseline started: this server only
+    ctx.baseline = Target("http://b", None, None, None, True, {})
+    assert [side for side, _ in sides(ctx, "b", 0)] == ["", "baseline"]
+    assert [side for side, _ in sides(ctx, "b", 1)] == ["baseline", ""]
+    assert "x" in OWN_BASELINE and sides(ctx, "x", 1) == [("", None)]  # (x): step by step
+    sizes = replace(QUICK, mixed_rates=(100.0,), mixed_baseline=True)
+    keys = {f.key for f in SCENARIOS["x"].figures(sizes)}
+    assert {"r100_carried", "baseline_r100_carried", "baseline_best_rate"} <= keys
