@@ -4,7 +4,7 @@ A group whose messages arrive one at a time, faster than its consumers come back
 answered one message per pop: each pop and each ack costs a request and a database call
 for one message. Kafka's consumers avoid that on purpose (``fetch.min.bytes`` with
 ``fetch.max.wait.ms``). Here the poll worker does: a group's partitions that receive
-messages faster than one per ``max_s`` are *busy*, and a message arriving in a busy
+messages faster than one per BUSY_GAP * ``max_s`` are *busy*, and a message arriving in a busy
 partition makes the group due when that partition is *ripe*: its oldest unserved message
 has waited ``max_s``, or it holds a full batch for the group's oldest waiting pop. A
 message in a quiet partition (the lone message of an idle queue) makes the group due at
@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# A partition counts as busy while its wake-ups come at least every `max_s` on average
-# (an exponentially weighted mean of the gaps, this weight on the newest) and the last one
-# is at most this many `max_s` old.
+# A partition counts as busy while its wake-ups come at least every BUSY_GAP * `max_s` on
+# average (an exponentially weighted mean of the gaps, this weight on the newest) and the
+# last one is at most _BUSY_FOR `max_s` old. At the limit a message waits `max_s` for a
+# third of another: worth a pop and an ack less in three; an idle queue's gaps are
+# seconds long.
+BUSY_GAP = 3.0
 _GAP_WEIGHT = 0.25
 _BUSY_FOR = 20.0
 # The most partitions a group keeps hints for (namespace pops span many): beyond it a
@@ -92,7 +95,8 @@ class Pending:
     def busy(self, now: float, policy: LingerPolicy) -> bool:
         """Whether any partition of the group is busy now (the group lingers)."""
         limit = _BUSY_FOR * policy.max_s
-        return any(h.gap <= policy.max_s and now - h.last_at <= limit for h in self.hints.values())
+        busy = BUSY_GAP * policy.max_s
+        return any(h.gap <= busy and now - h.last_at <= limit for h in self.hints.values())
 
     def next_ripe(self, batch: int, policy: LingerPolicy) -> float | None:
         """The earliest ripe time of the hinted messages (None: no hint pending)."""
@@ -136,6 +140,6 @@ class Pending:
     @staticmethod
     def _ripe(hint: _Hint, batch: int, policy: LingerPolicy) -> float:
         assert hint.first_at is not None
-        if hint.count >= batch or hint.gap > policy.max_s:  # a full batch, a quiet partition
+        if hint.count >= batch or hint.gap > BUSY_GAP * policy.max_s:  # full, or quiet
             return hint.first_at if hint.count < batch else hint.last_at
         return hint.first_at + policy.max_s
