@@ -63,13 +63,13 @@ SELECT results::text, wake_epoch FROM queen.push_messages_v4(%s::jsonb);
 -- A push whose items all name one partition whose id the server knows (QueueStore.push):
 -- the epoch of queen.wake_interest (as for push_messages), then the compact answer, or NULL
 -- when the function declined (nothing written; the server pushes with push_messages).
-SELECT queen._wake_epoch(), queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen._wake_epoch(), queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: push_partition_delegated
 -- The same on Citus: the call alone, so that Citus delegates it to the node that holds
 -- the partition (schema/citus/30_push.sql); the epoch comes after its commit
 -- (wake_epoch, queen_threads/db/citus.py).
-SELECT queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: partition_id
 -- On Citus, before the delegated push of a partition the server has no id for: its id,
