@@ -19,7 +19,7 @@ from bench import machine, report, server
 from bench.common import Context, log
 from bench.options import Options, parse_args
 from bench.original import DEFAULT_RUN, OriginalServer
-from bench.profile import summary_markdown
+from bench.profile import parse_collapsed, summarise, summary_markdown
 from bench.runner import ScenarioOutcome, cpu_rows, rows, run_all
 
 
@@ -55,6 +55,14 @@ def render(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> str:
     for label, summary in ctx.profiles.items():
         parts += ["", summary_markdown(label, summary)]
     return "\n".join(parts)
+
+
+def cpu_profile_summary(folder: Path) -> dict[str, Any]:
+    """The CPU-time stacks of every worker (bench/cpu_profile_conf.py), summarised."""
+    stacks = [s for path in folder.glob("w*.txt") for s in parse_collapsed(path.read_text())]
+    summary = summarise(stacks).as_dict()
+    summary["files"] = sorted(str(p) for p in folder.glob("w*.txt"))
+    return summary
 
 
 def start_original(options: Options, target: server.Target) -> tuple[Options, OriginalServer]:
@@ -119,6 +127,8 @@ def bench(options: Options) -> int:
             original.stop()
         if managed is not None:
             managed.stop()
+    if options.cpu_profile:  # the workers wrote their stacks when the server stopped
+        ctx.profiles["cpu (whole run)"] = cpu_profile_summary(Path(options.cpu_profile))
     cores = int(info["machine"]["cores"] or 1)
     print(render(ctx, outcomes, cores))
     info["elapsed_s"] = round(time.time() - started, 1)

@@ -204,6 +204,7 @@ class Options:
     argv: tuple[str, ...]
     original_run: str | None = None  # (x): start the original server from this run script
     baseline: str | None = None  # another checkout, measured beside this one
+    cpu_profile: str | None = None  # the started server's CPU-time stacks go to this folder
 
     @property
     def start_server(self) -> bool:
@@ -455,6 +456,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
     p.add_argument(
+        "--cpu-profile",
+        metavar="DIR",
+        help="sample the started server's workers by CPU time (SIGPROF, bench/cpu_profile_conf.py)"
+        " over the whole run; their stacks go to DIR and a summary to the report",
+    )
+    p.add_argument(
         "--baseline",
         metavar="DIR",
         help="also start the server of the checkout at DIR (e.g. a `git worktree` of the"
@@ -518,6 +525,8 @@ def parse_args(argv: list[str]) -> Options:
     sizes = replace(sizes, **overrides)  # type: ignore[arg-type]
     if ns.url is None and (ns.server_pid or ns.pg_pid or ns.database_url):
         parser.error("--server-pid, --pg-pid and --database-url go with --url")
+    if ns.url is not None and ns.cpu_profile:
+        parser.error("--cpu-profile samples the server the bench starts: not with --url")
     if ns.url is not None and ns.baseline:
         parser.error("--baseline starts both servers itself: not with --url")
     return Options(
@@ -543,4 +552,5 @@ def parse_args(argv: list[str]) -> Options:
         argv=tuple(argv),
         original_run=ns.original,
         baseline=ns.baseline,
+        cpu_profile=ns.cpu_profile,
     )

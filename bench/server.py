@@ -126,7 +126,13 @@ class ManagedServer:
         if self.pg.socket_folder:  # the server's pool goes through the socket, as with `serve`
             server_env = {"DATABASE_SOCKET_DIR": self.pg.socket_folder} | server_env
         url = f"http://127.0.0.1:{port}"
-        self.procs.append(spawn("queen_threads.wsgi:app", server_env | extra, log_path, url))
+        config = None
+        if self.options.cpu_profile:  # the server's configuration plus a CPU-time sampler
+            config = ROOT / "bench" / "cpu_profile_conf.py"
+            extra = extra | {"QUEEN_BENCH_CPU_PROFILE": str(Path(self.options.cpu_profile))}
+        self.procs.append(
+            spawn("queen_threads.wsgi:app", server_env | extra, log_path, url, config=config)
+        )
         shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
         shown |= {k: ("<random>" if k == "JWT_SECRET" else v) for k, v in extra.items()}
         return Target(
@@ -219,13 +225,18 @@ def base_env(options: Options, port: int, dsn: str | None) -> dict[str, str]:
 
 
 def spawn(
-    app: str, server_env: dict[str, str], log_path: Path, url: str, root: Path = ROOT
+    app: str,
+    server_env: dict[str, str],
+    log_path: Path,
+    url: str,
+    root: Path = ROOT,
+    config: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """`python -m gunicorn -c config/gunicorn.conf.py <app>` of the checkout at `root` (this
     one unless given: another's code comes first on PYTHONPATH), healthy at `url`."""
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
     env.update(server_env)
-    config = GUNICORN_CONFIG
+    config = config or GUNICORN_CONFIG
     if root != ROOT:
         env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(":")
         config = root / GUNICORN_CONFIG.relative_to(ROOT)
