@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -75,19 +76,33 @@ class DbPopper:
     def __init__(self, store: QueueStore) -> None:
         self.store = store
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        return self._pop(intentions, stop_on_empty=True)
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
+        return self._pop(intentions, partitions, stop_on_empty=True)
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        return self._pop(intentions, stop_on_empty=False)
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
+        return self._pop(intentions, partitions, stop_on_empty=False)
 
-    def _pop(self, intentions: Sequence[PollIntention], stop_on_empty: bool) -> list[PopResult]:
+    def _pop(
+        self,
+        intentions: Sequence[PollIntention],
+        partitions: Sequence[str | None],
+        stop_on_empty: bool,
+    ) -> list[PopResult]:
         requests = [request_for(i, idx, stop_on_empty) for idx, i in enumerate(intentions)]
+        for request, partition in zip(requests, partitions, strict=False):
+            # (linger) the partition whose messages are ripe: a pop of the whole queue would
+            # take whichever has waited longest, maybe one another process just took
+            if partition is not None and request["queue"] and request["partition"] is None:
+                request["partition"] = partition
         started = time.monotonic()
         results = self.store.pop(requests)
         took_s = time.monotonic() - started
         out: list[PopResult] = []
-        for intention, result in zip(intentions, results, strict=False):
+        for intention, request, result in zip(intentions, requests, results, strict=False):
             messages = result.get("messages") or []
             if messages:
                 out.append(
@@ -101,7 +116,10 @@ class DbPopper:
                     )
                 )
             else:
-                out.append(empty_result(intention.request_id, result, took_s))
+                empty = empty_result(intention.request_id, result, took_s)
+                if partition := request.get("partition"):  # what came back empty, exactly
+                    empty = replace(empty, partitions=(partition,))
+                out.append(empty)
         return out
 
     def release(self, lease_ids: Sequence[str]) -> None:
