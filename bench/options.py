@@ -6,15 +6,16 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "r", "s", "t",
-    "u", "w", "x", "y", "z",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "q", "r", "s",
+    "t", "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
 # (p) (pop autopilot) about eight minutes a run; (s) needs the official client (the
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
-# (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15).
+# (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
+# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 # (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
 # named partition), three SQL probes
@@ -124,6 +125,11 @@ class Sizes:
     scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
+    sqlcost_calls: int = 200  # (q): timed pushes of each kind per round (pops: a quarter)
+    sqlcost_count_calls: int = 10  # (q): calls of each kind counted by pg_stat_statements
+    sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
+    sqlcost_rounds: int = 6  # (q): rounds per size (the sides alternate which goes first)
+    sqlcost_baseline: str | None = None  # (q): another checkout, measured beside this one
 
 
 FULL = Sizes()
@@ -167,6 +173,9 @@ QUICK = Sizes(
     mixed_long_edge_s=10.0,
     scale_prefill=5_000,
     scale_count_requests=5,
+    sqlcost_calls=120,
+    sqlcost_count_calls=5,
+    sqlcost_rounds=2,
 )
 
 
@@ -290,12 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,r,s,t,u,w,x,y,z (default: all but i,"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q,r,s,t,u,w,x,y,z (default: all but i,"
         " which starts a second server, j, which fills the database with a week of analytics, the"
         " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's comparison,"
         " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, w,"
         " retry redelivery lateness, n, partitions scaling, x, mixed load, and y, mixed load"
-        " for 10 minutes with the server's memory, and z, Citus against plain PostgreSQL 15)",
+        " for 10 minutes with the server's memory, z, Citus against plain PostgreSQL 15, and q,"
+        " the SQL cost per call of push, pop and ack)",
     )
     p.add_argument(
         "--ceilings",
@@ -386,6 +396,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="(z): messages in the pop + ack queue of each side (20,000, quick 5,000)",
     )
+    p.add_argument(
+        "--sqlcost-baseline",
+        help="(q): a checkout of another revision (e.g. `git worktree add /tmp/base main`),"
+        " migrated into a database of its own and measured beside this one, alternating",
+    )
+    p.add_argument(
+        "--sqlcost-calls", type=_positive_int, help="(q): timed pushes per kind and round (200)"
+    )
+    p.add_argument(
+        "--sqlcost-partitions",
+        type=_positive_int,
+        help="(q): partitions of another queue added for the large size (10,000)",
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -464,6 +487,9 @@ def parse_args(argv: list[str]) -> Options:
         ("mixed_long_duration", "mixed_long_s"),
         ("scale_ops", "scale_ops"),
         ("scale_prefill", "scale_prefill"),
+        ("sqlcost_baseline", "sqlcost_baseline"),
+        ("sqlcost_calls", "sqlcost_calls"),
+        ("sqlcost_partitions", "sqlcost_partitions"),
     ):
         value = getattr(ns, flag)
         if value is not None:

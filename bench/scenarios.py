@@ -5,7 +5,8 @@ key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
 (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
 issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run, and
-issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md)."""
+issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md), and
+issue 41's (q) SQL cost per call of push, pop and ack."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from bench import (
     push,
     reads,
     sdk,
+    sqlcost,
     streams,
     timers,
 )
@@ -85,6 +87,9 @@ SCENARIOS: dict[str, Scenario] = {
             "ephemeral against durable push/pop",
             ephemeral.ephemeral_figures,
             ephemeral.ephemeral_vs_durable,
+        ),
+        Scenario(
+            "q", "SQL cost per call: push, pop, ack", sqlcost.sqlcost_figures, sqlcost.sql_cost
         ),
         Scenario(
             "z",

@@ -60,6 +60,7 @@ def route_table(runtime: Runtime) -> RouteTable:
         rt.version,
         rt.schema_ready,
         rt.availability.schema_ready_now,
+        rt.maintenance,
     )
     metrics = Metrics(rt.started_at, metrics_sections(rt))
     return RouteTable([
@@ -116,7 +117,7 @@ def metrics_sections(rt: Runtime) -> dict[str, Section]:
 
 def create_app(runtime: Runtime, routes: RouteTable | None = None) -> falcon.App:
     table = routes or route_table(runtime)
-    context = RequestContext(runtime.stats, runtime.settings.cors_allowed_origins)
+    context = RequestContext(runtime.requests, runtime.settings.cors_allowed_origins)
     # The request's span (telemetry on) first: it covers everything the others do.
     middleware: list[Any] = [
         context,

@@ -29,19 +29,19 @@ from queen_threads.db import Database, PoolConfig
 from queen_threads.dlq.store import DlqStore
 from queen_threads.ephemeral import EphemeralQueues, EphemeralStore
 from queen_threads.kv import KvStore, kv_sweep_service
-from queen_threads.kv.metrics import count_lock_acquires
+from queen_threads.kv.metrics import LockMetrics
 from queen_threads.metrics import (
     AnalyticsCollector,
+    AuthMetrics,
     Exposition,
     Instruments,
-    MeteredAuthenticator,
-    ObservedRequestStats,
     ProcessIdentity,
     ProcessReader,
+    RequestMetrics,
     RequestStats,
     Sampler,
-    TimedDatabase,
-    observe_service,
+    ServiceMetrics,
+    StatementMetrics,
 )
 from queen_threads.metrics.ignored import IgnoredParameters
 from queen_threads.queue.metrics import QueueMetrics, WaitMetrics, count_buffered
@@ -58,7 +58,7 @@ from queen_threads.streams import (
     StreamWindowPopper,
 )
 from queen_threads.streams_sdk import StreamsSdk
-from queen_threads.streams_sdk.metrics import count_cycle
+from queen_threads.streams_sdk.metrics import CycleMetrics
 from queen_threads.telemetry import service as telemetry
 from queen_threads.telemetry.config import database_name
 from queen_threads.timers import TimerFiresRetention, TimersCollector, TimerService, TimerStore
@@ -110,22 +110,22 @@ class Runtime:
         self.direct_dsn = direct_dsn or settings.direct_dsn(dsn)
         self.version = __version__
         self.worker_id = os.getpid()
-        # Metered subclasses: they feed /metrics and /metrics/prometheus (metrics/).
+        # Observers handed to what they observe: they feed /metrics and
+        # /metrics/prometheus (metrics/).
         self.instruments = Instruments()
         # OpenTelemetry spans and metrics when the OTEL_* variables ask for them, built
         # here, after the fork (telemetry/setup.py); None otherwise.
         self.telemetry = telemetry.from_environment(os.environ, database_name(dsn))
         statements = self.telemetry.statements if self.telemetry is not None else None
-        self.db: Database = TimedDatabase(
+        self.db = Database(
             pool_config(settings, dsn),
-            self.instruments.counters,
+            StatementMetrics(self.instruments.counters),
             statements.statement if statements is not None else None,
         )
-        self.stats: RequestStats = ObservedRequestStats()
+        self.stats = RequestStats()
+        self.requests = RequestMetrics(self.stats)
         self.ignored = IgnoredParameters()
-        self.auth: Authenticator = MeteredAuthenticator(
-            build_verifier(settings), settings.jwt_skip_paths
-        )
+        self.auth = Authenticator(build_verifier(settings), settings.jwt_skip_paths, AuthMetrics())
         self.started_at = time.time()
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         minutes = self.instruments.minutes
@@ -143,7 +143,7 @@ class Runtime:
             self.db,
             cipher,
             str(self.worker_id),
-            on_decryption_error=queue_metrics.decryption_failed,
+            observer=queue_metrics,
         )
         self.dlq = DlqStore(self.db, self.admin.plain)
         self.reads = ReadStore(self.db, cipher)
@@ -209,11 +209,12 @@ class Runtime:
             on_push_results=count_buffered,
         )
         # The official clients' streaming SDK: its cycles push and ack like transactions.
-        self.streams_sdk = StreamsSdk(self.db, self.store, self.queues, count_cycle)
+        self.streams_sdk = StreamsSdk(self.db, self.store, self.queues, CycleMetrics())
         hostname = socket.gethostname()
         owner = f"{hostname}:{settings.port}:{self.worker_id}"
+        services_observer = ServiceMetrics()
         self.operations = RetentionServices(
-            settings, self.direct_dsn, owner, ready=self.schema_ready, observer=observe_service
+            settings, self.direct_dsn, owner, ready=self.schema_ready, observer=services_observer
         )
         # Analytics: this process's counts and figures (flushed by the collector), the
         # queues' levels (one process per database), and the chart reads.
@@ -226,19 +227,19 @@ class Runtime:
             ready=self.schema_ready.is_set,
         )
         self.metrics_service = metrics_service(
-            settings, self.direct_dsn, owner, self.schema_ready, observe_service
+            settings, self.direct_dsn, owner, self.schema_ready, services_observer
         )
         # Timers (timers/): this process's firer, and the fire log's retention.
         self.timers = TimerService(
             TimerStore(self.db, self.store),
             announce_pushed=self.queues.announce_pushed,
             saw_wake_epoch=self.store.saw_wake_epoch,
-            count_stored=queue_metrics.stored_by_timers,
             origin=origin,
             batch=settings.timers_fire_batch,
             max_sleep_s=settings.timers_max_sleep_ms / 1000,
             # No fire while push maintenance routes pushes away from the database.
             ready=lambda: self.schema_ready.is_set() and not self.maintenance.push_on,
+            observer=queue_metrics,
         )
         self.timers_retention = ExclusiveService(
             self.direct_dsn,
@@ -248,13 +249,13 @@ class Runtime:
             settings.retention_interval_ms / 1000,
             owner=owner,
             ready=self.schema_ready,
-            observer=observe_service,
+            observer=services_observer,
         )
         self.analytics = AnalyticsStore(self.db)
         # Key/value state and locks (kv/): their store and the sweeper of expired keys.
-        self.kv = KvStore(self.db, count_lock_acquires)
+        self.kv = KvStore(self.db, LockMetrics())
         self.kv_sweeper = kv_sweep_service(
-            settings, self.direct_dsn, owner, self.schema_ready, observe_service
+            settings, self.direct_dsn, owner, self.schema_ready, services_observer
         )
         self.instruments.bind(
             Exposition(

@@ -63,13 +63,13 @@ SELECT results::text, wake_epoch FROM queen.push_messages_v4(%s::jsonb);
 -- A push whose items all name one partition whose id the server knows (QueueStore.push):
 -- the epoch of queen.wake_interest (as for push_messages), then the compact answer, or NULL
 -- when the function declined (nothing written; the server pushes with push_messages).
-SELECT queen._wake_epoch(), queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen._wake_epoch(), queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: push_partition_delegated
 -- The same on Citus: the call alone, so that Citus delegates it to the node that holds
 -- the partition (schema/citus/30_push.sql); the epoch comes after its commit
 -- (wake_epoch, queen_threads/db/citus.py).
-SELECT queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: partition_id
 -- On Citus, before the delegated push of a partition the server has no id for: its id,
@@ -489,8 +489,11 @@ SELECT jsonb_build_object('queues', coalesce(jsonb_agg(
   FROM queen.queues q;
 
 -- name: admin_queue_detail
--- One queue: its options, counts, partitions with their counts, and the consumer groups
--- that have a cursor on it; no row when the queue does not exist.
+-- One queue: its options, counts, the list of its partitions with their counts (the
+-- original server's shape: `partitions` is the list, each with `stats`; `partitionCount`
+-- the number), and the consumer groups that have a cursor on it; no row when the queue
+-- does not exist. (One correlated subquery on the queue's row: Citus plans it; it plans
+-- none beside a CTE.)
 SELECT (jsonb_build_object(
             'id', q.id,
             'name', q.name,
@@ -499,7 +502,11 @@ SELECT (jsonb_build_object(
             'createdAt', queen._iso_ms(q.created_at),
             'updatedAt', queen._iso_ms(q.updated_at),
             'options', queen._queue_options_of(q.id),
-            'partitionDetails', coalesce((
+            'consumerGroups', queen._queue_groups(q.id))
+        || (st - 'partitions')
+        || jsonb_build_object(
+            'partitionCount', st -> 'partitions',
+            'partitions', coalesce((
                 SELECT jsonb_agg(jsonb_build_object(
                            'id', p.id,
                            'name', p.name,
@@ -507,14 +514,16 @@ SELECT (jsonb_build_object(
                            'lastActivity', queen._iso_ms(p.last_activity),
                            'messages', jsonb_build_object('total', s.total, 'pending', s.pending,
                                                           'processing', s.processing,
-                                                          'completed', s.completed))
+                                                          'completed', s.completed),
+                           'stats', jsonb_build_object('total', s.total, 'pending', s.pending,
+                                                       'processing', s.processing,
+                                                       'completed', s.completed))
                          ORDER BY p.name)
                   FROM queen.partitions p
                  CROSS JOIN LATERAL queen._partition_stats(p.id) s
-                 WHERE p.queue_id = q.id), '[]'::jsonb),
-            'consumerGroups', queen._queue_groups(q.id))
-        || queen._queue_stats(q.id))::text
+                 WHERE p.queue_id = q.id), '[]'::jsonb)))::text
   FROM queen.queues q
+ CROSS JOIN LATERAL queen._queue_stats(q.id) st
  WHERE q.name = %(queue)s;
 
 -- name: admin_namespace_list

@@ -9,15 +9,20 @@ Optional filters travel as NULL bind parameters; missing things raise `NotFound`
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.errors import NotFound
+
+
+class DecryptionObserver(Protocol):
+    """Hears each message that could not be decrypted (queue/metrics.py's QueueMetrics)."""
+
+    def decryption_failed(self, message: dict[str, Any], reason: str) -> None: ...
 
 
 class AdminStore:
@@ -28,19 +33,18 @@ class AdminStore:
         db: Database,
         cipher: PayloadCipher | None = None,
         worker_id: str | None = None,
-        on_decryption_error: Callable[[dict[str, Any], str], None] | None = None,
+        observer: DecryptionObserver | None = None,
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.worker_id = worker_id
-        # Told of each message that could not be decrypted (QueueMetrics.decryption_failed).
-        self.on_decryption_error = on_decryption_error
+        self.observer = observer
 
     def plain(self, message: dict[str, Any]) -> dict[str, Any]:
         """Drop the internal isEncrypted flag, decrypting `data` when it was set."""
         reason = open_message(message, self.cipher)
-        if reason is not None and self.on_decryption_error is not None:
-            self.on_decryption_error(message, reason)
+        if reason is not None and self.observer is not None:
+            self.observer.decryption_failed(message, reason)
         return message
 
     # -- messages -------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """Who is asking (the token in `Authorization`) and whether they may (their role).
 
 The HTTP middleware (http/auth.py) asks this object for every request that needs a role;
-failures are counted here (`failed`, which metrics/ extends) by kind: missing, invalid,
-expired, forbidden, unavailable.
+failures are counted here by kind (missing, invalid, expired, forbidden, unavailable) and
+told to its observer (metrics/metered.py's `AuthMetrics`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from queen_threads.auth.identity import Identity, InvalidToken
 from queen_threads.auth.roles import Role
@@ -27,9 +27,21 @@ def bearer_token(authorization: str | None) -> str:
     return rest.strip() if scheme.lower() == "bearer" else value
 
 
+class AuthObserver(Protocol):
+    """Hears every refusal, by kind (FAILURE_KINDS)."""
+
+    def refused(self, kind: str) -> None: ...
+
+
 class Authenticator:
-    def __init__(self, verifier: TokenVerifier | None, skip_paths: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        verifier: TokenVerifier | None,
+        skip_paths: tuple[str, ...] = (),
+        observer: AuthObserver | None = None,
+    ) -> None:
         self.verifier = verifier
+        self.observer = observer
         self._skip = frozenset(p for p in skip_paths if not p.endswith("/*"))
         self._skip_under = tuple(p[:-1] for p in skip_paths if p.endswith("/*"))
         self.failures = dict.fromkeys(FAILURE_KINDS, 0)
@@ -74,6 +86,8 @@ class Authenticator:
 
     def failed(self, kind: str) -> None:
         self.failures[kind] += 1
+        if self.observer is not None:
+            self.observer.refused(kind)
 
     def stats(self) -> dict[str, Any]:
         return {

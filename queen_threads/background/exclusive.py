@@ -21,7 +21,7 @@ import random
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -76,7 +76,11 @@ class RunOutcome:
     duration_s: float = 0.0
 
 
-Observer = Callable[[str, RunOutcome], None]
+class ServiceObserver(Protocol):
+    """Hears every turn of a service: its job's name and the turn's outcome
+    (metrics/metered.py's `ServiceMetrics` counts those that ran or failed)."""
+
+    def ran(self, service: str, outcome: RunOutcome) -> None: ...
 
 
 class ExclusiveService:
@@ -90,7 +94,7 @@ class ExclusiveService:
         *,
         owner: str,
         ready: threading.Event | None = None,
-        observer: Observer | None = None,
+        observer: ServiceObserver | None = None,
         statement_timeout_ms: int = 60_000,
         lock_timeout_ms: int = 5_000,
     ) -> None:
@@ -160,7 +164,7 @@ class ExclusiveService:
             log.info("%s: %s", self.job.name, outcome.result)
         if self.observer is not None:
             try:
-                self.observer(self.job.name, outcome)
+                self.observer.ran(self.job.name, outcome)
             except Exception:
                 log.exception("observer of %s failed", self.job.name)
 

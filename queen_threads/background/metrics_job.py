@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from queen_threads.background.exclusive import ExclusiveService, Observer, Session
+from queen_threads.background.exclusive import ExclusiveService, ServiceObserver, Session
 from queen_threads.settings import Settings
 
 PRUNE_BATCH = 5000  # rows per table and statement
@@ -50,7 +50,7 @@ def metrics_service(
     dsn: str,
     owner: str,
     ready: threading.Event | None = None,
-    observer: Observer | None = None,
+    observer: ServiceObserver | None = None,
 ) -> ExclusiveService:
     """The metrics service of one worker process (it runs in one process at a time)."""
     return ExclusiveService(

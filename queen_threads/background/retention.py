@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from queen_threads.background.exclusive import ExclusiveService, Observer, Session
+from queen_threads.background.exclusive import ExclusiveService, ServiceObserver, Session
 from queen_threads.settings import Settings
 
 KINDS = ("retention", "completed_retention", "max_wait_time_eviction")
@@ -155,7 +155,7 @@ class RetentionServices:
         dsn: str,
         owner: str,
         ready: threading.Event | None = None,
-        observer: Observer | None = None,
+        observer: ServiceObserver | None = None,
     ) -> None:
         self._stop = threading.Event()
         self.retention = ExclusiveService(

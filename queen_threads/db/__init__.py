@@ -14,7 +14,15 @@ from queen_threads.db.connect import (
     translate,
 )
 from queen_threads.db.pool import Pool
-from queen_threads.db.statements import Database, Fetch, NamedCursor, Statements, run_named
+from queen_threads.db.statements import (
+    Database,
+    Fetch,
+    NamedCursor,
+    StatementObserver,
+    Statements,
+    StatementSpan,
+    run_named,
+)
 
 __all__ = [
     "Connection",
@@ -26,6 +34,8 @@ __all__ = [
     "Params",
     "Pool",
     "PoolConfig",
+    "StatementObserver",
+    "StatementSpan",
     "Statements",
     "connect_raw",
     "connection_kwargs",

@@ -12,10 +12,11 @@ one round trip (an explicit transaction sends them with its first statement).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 import psycopg2
@@ -132,12 +133,35 @@ class NamedCursor(Statements):
             raise translate(exc) from exc
 
 
-class Database(Statements):
-    """Named statements over the pool; the only caller of the driver."""
+class StatementObserver(Protocol):
+    """Hears every call of a `Database` once it returned or raised: the statement's name
+    ("transaction" for a `transaction()` block), how long it took, whether it failed
+    (metrics/metered.py's `StatementMetrics` counts them)."""
 
-    def __init__(self, config: PoolConfig) -> None:
+    def ran(self, name: str, elapsed_s: float, failed: bool) -> None: ...
+
+
+# A context around one call, by statement name: its OpenTelemetry span
+# (telemetry/statements.py) when telemetry is on. A span encloses the call, so calls made
+# under it are its children; an observer only hears the call once it is over.
+StatementSpan = Callable[[str], AbstractContextManager[None]]
+
+
+class Database(Statements):
+    """Named statements over the pool; the only caller of the driver. `observer` hears
+    every call, each inside its span when `spans` is given; without either a call costs
+    two tests more than the driver's."""
+
+    def __init__(
+        self,
+        config: PoolConfig,
+        observer: StatementObserver | None = None,
+        spans: StatementSpan | None = None,
+    ) -> None:
         self.pool = Pool(config)
         self._prefix = transaction_timeouts(config)
+        self.observer = observer
+        self.spans = spans
 
     @contextmanager
     def connection(self) -> Iterator[Connection]:
@@ -171,22 +195,50 @@ class Database(Statements):
 
     @contextmanager
     def transaction(self) -> Iterator[NamedCursor]:
-        """Several named statements in one transaction (committed unless one raises)."""
-        with self.connection() as conn:
-            conn.autocommit = False
+        """Several named statements in one transaction (committed unless one raises); the
+        observer hears it as one call, "transaction"."""
+        with self.spans("transaction") if self.spans is not None else nullcontext():
+            started = time.perf_counter()
+            failed = True
             try:
-                with conn.cursor() as cur:
-                    yield NamedCursor(cur, prefix=self._prefix)
-                conn.commit()
-            except BaseException:
-                if not conn.closed:
-                    conn.rollback()
-                raise
+                with self.connection() as conn:
+                    conn.autocommit = False
+                    try:
+                        with conn.cursor() as cur:
+                            yield NamedCursor(cur, prefix=self._prefix)
+                        conn.commit()
+                    except BaseException:
+                        if not conn.closed:
+                            conn.rollback()
+                        raise
+                    finally:
+                        if not conn.closed:
+                            conn.autocommit = True
+                failed = False
             finally:
-                if not conn.closed:
-                    conn.autocommit = True
+                if self.observer is not None:
+                    self.observer.ran("transaction", time.perf_counter() - started, failed)
 
     def _run(self, name: str, params: Params, fetch: Fetch) -> Any:
+        if self.spans is not None:
+            with self.spans(name):
+                return self._observed(name, params, fetch)
+        return self._observed(name, params, fetch)
+
+    def _observed(self, name: str, params: Params, fetch: Fetch) -> Any:
+        observer = self.observer
+        if observer is None:
+            return self._execute(name, params, fetch)
+        started = time.perf_counter()
+        try:
+            result = self._execute(name, params, fetch)
+        except BaseException:
+            observer.ran(name, time.perf_counter() - started, True)
+            raise
+        observer.ran(name, time.perf_counter() - started, False)
+        return result
+
+    def _execute(self, name: str, params: Params, fetch: Fetch) -> Any:
         with self.connection() as conn, conn.cursor() as cur:
             return run_named(cur, name, params, fetch, self._prefix)
 

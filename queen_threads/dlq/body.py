@@ -28,6 +28,7 @@ MAX_ERROR_FILTER = 1000
 FILTERS = ("queue", "partition", "consumerGroup", "error", "from", "to", "ids")
 REQUEUE_FIELDS = (*FILTERS, "dryRun", "limit", "perSecond")
 ID_FIELDS = ("partitionId", "transactionId")
+RETRY_FIELDS = ("consumerGroup",)  # POST /api/v1/messages/{partitionId}/{transactionId}/retry
 
 
 def requeue_plan(body: dict[str, Any]) -> RequeuePlan:

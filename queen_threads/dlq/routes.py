@@ -11,25 +11,18 @@ from __future__ import annotations
 import falcon
 
 from queen_threads import validation as v
-from queen_threads.dlq.body import REQUEUE_FIELDS, requeue_plan
+from queen_threads.dlq.body import REQUEUE_FIELDS, RETRY_FIELDS, requeue_plan
 from queen_threads.dlq.service import DlqRequeuer
 from queen_threads.dlq.store import DlqStore
 from queen_threads.errors import ValidationError
 from queen_threads.http.connection import client_gone
-from queen_threads.http.params import (
-    PAGE,
-    TIME_RANGE,
-    message_key,
-    name_param,
-    page,
-    time_range,
-)
+from queen_threads.http.params import MESSAGE_FILTERS, message_filters, message_key, name_param
 from queen_threads.http.request import json_object, media, str_param
 from queen_threads.http.routes import API, RO, RW, Route, route
 
 DEFAULT_LIMIT = 100
 MAX_ERROR_FILTER = 1000
-PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "consumerGroup", "error"}
+PARAMS = MESSAGE_FILTERS | {"consumerGroup", "error"}
 
 
 def error_filter(req: falcon.Request) -> str | None:
@@ -47,13 +40,9 @@ class DeadLetters:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, DEFAULT_LIMIT)
-        start, end = time_range(req)
         media(resp, self.store.dlq(
-            queue=name_param(req, "queue", "Queue"),
-            partition=name_param(req, "partition", "Partition"),
+            **message_filters(req, resp, DEFAULT_LIMIT),
             group=name_param(req, "consumerGroup", "Consumer group"),
-            from_ts=start, to_ts=end, limit=limit, offset=offset,
             error=error_filter(req),
         ))  # fmt: skip
 
@@ -85,7 +74,7 @@ class Retry:
         self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
     ) -> None:
         pid, tid = message_key(partitionId, transactionId)
-        body = json_object(req, self.body_limit, allow_empty=True)
+        body = json_object(req, self.body_limit, allow_empty=True, known=RETRY_FIELDS)
         group = v.optional_name(body.get("consumerGroup"), "Consumer group")
         result = self.store.requeue(pid, tid, group)
         media(resp, {

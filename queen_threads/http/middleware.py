@@ -11,11 +11,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import Any, Protocol
 
 import falcon
-
-from queen_threads.metrics.counters import RequestStats
 
 access_log = logging.getLogger("queen_threads.access")
 
@@ -26,11 +24,21 @@ CORS_HEADERS = {
 }
 
 
-class RequestContext:
-    """Gives every request an id (X-Request-Id), CORS headers and one access-log line."""
+class RequestObserver(Protocol):
+    """Hears every request: when it begins, and its status and duration once answered
+    (metrics/counters.py's `RequestStats`; metrics/metered.py's `RequestMetrics`)."""
 
-    def __init__(self, stats: RequestStats, cors_origins: tuple[str, ...] = ("*",)) -> None:
-        self.stats = stats
+    def begin(self) -> None: ...
+
+    def record(self, status: int, elapsed_ms: float) -> None: ...
+
+
+class RequestContext:
+    """Gives every request an id (X-Request-Id), CORS headers and one access-log line, and
+    tells its observer."""
+
+    def __init__(self, observer: RequestObserver, cors_origins: tuple[str, ...] = ("*",)) -> None:
+        self.observer = observer
         self.any_origin = "*" in cors_origins
         self.origins = frozenset(cors_origins)
         self.cors = CORS_HEADERS | ({"Access-Control-Allow-Origin": "*"} if self.any_origin else {})
@@ -45,7 +53,7 @@ class RequestContext:
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.started = time.monotonic()
-        self.stats.begin()
+        self.observer.begin()
         incoming = req.get_header("X-Request-Id")
         req.context.request_id = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
         self._cors(req, resp)
@@ -66,7 +74,7 @@ class RequestContext:
     ) -> None:
         """Count the request and write its access line."""
         elapsed_ms = (time.monotonic() - started) * 1000 if started else 0.0
-        self.stats.record(status, elapsed_ms)
+        self.observer.record(status, elapsed_ms)
         access_log.info(
             "%s %s %d %.1fms", method, uri, status, elapsed_ms, extra={"request_id": request_id}
         )

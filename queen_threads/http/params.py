@@ -4,7 +4,7 @@ booleans, names and message keys; every one of them fails with a 400."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypedDict
 
 import falcon
 
@@ -13,6 +13,7 @@ from queen_threads.errors import ValidationError
 from queen_threads.http.request import int_param, str_param
 
 MAX_LIMIT = 1000
+CLAMPED_HEADER = "Queen-Clamped-Parameters"
 MAX_OFFSET = 2**31 - 1
 MAX_TRANSACTION_ID = 1024
 FALSE_VALUES = ("false", "0")
@@ -20,12 +21,19 @@ FALSE_VALUES = ("false", "0")
 PAGE = frozenset({"limit", "offset"})
 TIME_RANGE = frozenset({"from", "to"})
 CHART = TIME_RANGE | {"interval"}
+MESSAGE_FILTERS = PAGE | TIME_RANGE | {"queue", "partition"}
 TRUE_VALUES = ("true", "1")
 
 
-def page(req: falcon.Request, default_limit: int) -> tuple[int, int]:
-    """(limit, offset) from the query string: limit 1..1000, offset >= 0."""
-    limit = int_param(req, "limit", default_limit, 1, MAX_LIMIT)
+def page(req: falcon.Request, resp: falcon.Response, default_limit: int) -> tuple[int, int]:
+    """(limit, offset) from the query string: limit >= 1, offset >= 0. The original server
+    answers any limit; one request here reads at most MAX_LIMIT rows, so a larger limit is
+    clamped and the answer says so: `Queen-Clamped-Parameters: limit=1000` (the limit used,
+    also in the answer's `pagination`)."""
+    limit = int_param(req, "limit", default_limit, 1)
+    if limit > MAX_LIMIT:
+        limit = MAX_LIMIT
+        resp.set_header(CLAMPED_HEADER, f"limit={MAX_LIMIT}")
     return limit, int_param(req, "offset", 0, 0, MAX_OFFSET)
 
 
@@ -77,6 +85,31 @@ def scope_filters(req: falcon.Request) -> dict[str, str | None]:
         "namespace": name_param(req, "namespace", "Namespace"),
         "task": name_param(req, "task", "Task"),
     }
+
+
+class MessageFilters(TypedDict):
+    """What every listing of messages takes (GET /messages, GET /dlq): the keyword
+    arguments of their stores' reads."""
+
+    queue: str | None
+    partition: str | None
+    from_ts: datetime | None
+    to_ts: datetime | None
+    limit: int
+    offset: int
+
+
+def message_filters(
+    req: falcon.Request, resp: falcon.Response, default_limit: int
+) -> MessageFilters:
+    """The query parameters MESSAGE_FILTERS names: page, time range, queue, partition."""
+    limit, offset = page(req, resp, default_limit)
+    start, end = time_range(req)
+    return MessageFilters(
+        queue=name_param(req, "queue", "Queue"),
+        partition=name_param(req, "partition", "Partition"),
+        from_ts=start, to_ts=end, limit=limit, offset=offset,
+    )  # fmt: skip
 
 
 def message_key(partition_id: str, transaction_id: str) -> tuple[str, str]:

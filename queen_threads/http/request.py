@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import Any
 
 import falcon
@@ -53,13 +53,17 @@ def json_object(
     max_size: int,
     allow_empty: bool = False,
     known: Collection[str] | None = None,
+    not_object: Callable[[], ValidationError] | None = None,
 ) -> dict[str, Any]:
     """The request's JSON object. With `known` (the top-level fields the route reads), any
-    other field is ignored and reported (`http/ignored.py`)."""
+    other field is ignored and reported (`http/ignored.py`). A body that is not an object
+    is a 400: `not_object()` when the route words its own, else a plain one."""
     body = json_body(req, max_size, allow_empty)
     if body is None:
         return {}
     if not isinstance(body, dict):
+        if not_object is not None:
+            raise not_object()
         raise ValidationError("Request body must be a JSON object")
     if known is not None:
         ignored.note(req, "body", sorted(key for key in body if key not in known))

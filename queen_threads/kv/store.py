@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from queen_threads.db import Statements
 
@@ -30,16 +29,19 @@ class LockCounts:
             return dict(self._counts)
 
 
-class KvStore:
-    """The statements of `schema/queries/kv.sql`. `on_lock_counts` hears the outcome
-    counts of every locks call (the metrics)."""
+class LockObserver(Protocol):
+    """Hears the outcome counts of every locks call (kv/metrics.py counts them)."""
 
-    def __init__(
-        self, db: Statements, on_lock_counts: Callable[[dict[str, int]], None] | None = None
-    ) -> None:
+    def acquired(self, counts: dict[str, int]) -> None: ...
+
+
+class KvStore:
+    """The statements of `schema/queries/kv.sql`; its `observer` hears every locks call."""
+
+    def __init__(self, db: Statements, observer: LockObserver | None = None) -> None:
         self.db = db
         self.lock_counts = LockCounts()
-        self._on_lock_counts = on_lock_counts
+        self.observer = observer
 
     def batch(self, operations: list[dict[str, Any]]) -> dict[str, Any]:
         """Validated operations in one transaction: {results} or, when a `required`
@@ -52,8 +54,8 @@ class KvStore:
         counts = answer.get("counts") or {}
         if counts:
             self.lock_counts.add(counts)
-            if self._on_lock_counts is not None:
-                self._on_lock_counts(counts)
+            if self.observer is not None:
+                self.observer.acquired(counts)
         return list(answer["results"])
 
     def stats(self) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from queen_threads.background.exclusive import ExclusiveService, Observer, Session
+from queen_threads.background.exclusive import ExclusiveService, ServiceObserver, Session
 from queen_threads.settings import Settings
 
 
@@ -36,7 +36,7 @@ def kv_sweep_service(
     dsn: str,
     owner: str,
     ready: threading.Event | None = None,
-    observer: Observer | None = None,
+    observer: ServiceObserver | None = None,
     stop: threading.Event | None = None,
 ) -> ExclusiveService:
     """The sweeper loop of one worker process (it runs in one process at a time)."""

@@ -25,6 +25,12 @@ RETRY_STRATEGIES = ("fixed", "exponential", "linear")
 MAX_ERROR_TYPE = 255
 SUBSCRIPTION_MODES = ("", "all", "from_beginning", "new", "new-only")
 MAX_TRANSACTION_ID = 255
+# The top-level fields each body may carry (any other is ignored and named).
+PUSH_FIELDS = ("items",)
+ACK_FIELDS = ("transactionId", "partitionId", "status", "error", "errorType", "retryable",
+              "consumerGroup", "leaseId")  # fmt: skip
+ACK_BATCH_FIELDS = ("acknowledgments", "consumerGroup")
+CONFIGURE_FIELDS = ("queue", "namespace", "task", "options")
 LEASE_FIELDS = ("seconds",)  # what a lease extension's body may carry
 
 

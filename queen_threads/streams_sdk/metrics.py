@@ -5,5 +5,8 @@ from __future__ import annotations
 from queen_threads.metrics.definitions import prom
 
 
-def count_cycle(outcome: str) -> None:
-    prom().sdk_cycles.labels(outcome).inc()
+class CycleMetrics:
+    """StreamsSdk's observer (`StreamsSdk(observer=...)`)."""
+
+    def cycled(self, outcome: str) -> None:
+        prom().sdk_cycles.labels(outcome).inc()

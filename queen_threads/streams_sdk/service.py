@@ -6,7 +6,6 @@ process that wait on the sink, or on a source partition the cycle gave back, are
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from queen_threads.db import Database
@@ -31,21 +30,27 @@ def _decided(result: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+class CycleObserver(Protocol):
+    """Hears each cycle's outcome, "committed" or "refused" (streams_sdk/metrics.py)."""
+
+    def cycled(self, outcome: str) -> None: ...
+
+
 class StreamsSdk:
-    """Register queries, commit cycles, read state; list and delete queries. `on_cycle`
-    hears each cycle's outcome, "committed" or "refused" (streams_sdk/metrics.py)."""
+    """Register queries, commit cycles, read state; list and delete queries; its
+    `observer` hears every cycle."""
 
     def __init__(
         self,
         db: Database,
         queues: QueueStore,
         announcer: Announcer,
-        on_cycle: Callable[[str], None] | None = None,
+        observer: CycleObserver | None = None,
     ) -> None:
         self.db = db
         self.queues = queues
         self.announcer = announcer
-        self.on_cycle = on_cycle
+        self.observer = observer
 
     def register(self, body: dict[str, Any]) -> dict[str, Any]:
         return _decided(dict(self.db.call("sdk_register", body)))
@@ -56,11 +61,11 @@ class StreamsSdk:
         try:
             result = _decided(dict(self.db.call("sdk_cycle", sent)))
         except Conflict:
-            if self.on_cycle is not None:
-                self.on_cycle("refused")
+            if self.observer is not None:
+                self.observer.cycled("refused")
             raise
-        if self.on_cycle is not None:
-            self.on_cycle("committed")
+        if self.observer is not None:
+            self.observer.cycled("committed")
         pushed = [
             (item["queue"], item["partition"])
             for item, res in zip(items, result.get("push_results") or (), strict=False)

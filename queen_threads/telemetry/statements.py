@@ -12,7 +12,7 @@ from opentelemetry.trace import SpanKind
 
 class StatementSpans:
     """A CLIENT span per database call made while a recording span is current (the
-    metered Database calls `statement(name)` around each, metrics/metered.py)."""
+    Database calls `statement(name)` around each: its `spans`, db/statements.py)."""
 
     def __init__(self, tracer: trace.Tracer, database: str | None) -> None:
         self.tracer = tracer

@@ -14,10 +14,11 @@ still find the timer at their next cycle.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from queen_threads.threads import SignalledThread
 
 log = logging.getLogger("queen_threads.timers")
 
@@ -35,11 +36,9 @@ class Announcer:
         self.send = send
         self.origin = origin
         self.clock = clock
-        self._cond = threading.Condition(threading.Lock())
+        self._loop = SignalledThread("timers-announcer", self._run)
         self._announced = -1.0  # clock time of the earliest timer announced (past: none)
         self._pending: float | None = None  # clock time of the timer to announce next
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self.sent = 0
         self.failed = 0
 
@@ -48,31 +47,26 @@ class Announcer:
         if seconds < LOCAL_ONLY_S:
             return
         at = self.clock() + seconds
-        with self._cond:
+        with self._loop.cond:
             ahead = self._announced if self._announced > self.clock() else None
             if ahead is not None and at >= ahead:
                 return
             if self._pending is None or at < self._pending:
                 self._pending = at
-                self._cond.notify()
+                self._loop.cond.notify()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="timers-announcer", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self._loop.stop(timeout_s)
 
     def _take(self) -> float | None:
-        with self._cond:
-            while self._pending is None and not self._stopping:
-                self._cond.wait()
+        with self._loop.cond:
+            while self._pending is None and not self._loop.stopping:
+                self._loop.cond.wait()
             at = self._pending
-            if self._stopping or at is None:
+            if self._loop.stopping or at is None:
                 return None
             self._pending = None
             self._announced = at

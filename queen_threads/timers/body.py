@@ -40,6 +40,11 @@ class TimerRequestInvalid(CodedValidationError):
         super().__init__(CODE, reason, detail)
 
 
+def not_an_object() -> TimerRequestInvalid:
+    """The refusal of a batch body that is not a JSON object."""
+    return TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
+
+
 SERVER_OWNED = frozenset({
     "producerSub", "producer_sub", "messageId", "message_id", "tenant", "tenantId",
     "tenant_id", "deliverAt", "deliver_at", "delaySeconds", "delay_seconds", "attempts",

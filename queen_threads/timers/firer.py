@@ -20,10 +20,11 @@ on) no timer fires; the firer looks again every `max_sleep_s`.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from queen_threads.threads import SignalledThread
 
 log = logging.getLogger("queen_threads.timers")
 
@@ -49,10 +50,8 @@ class Firer:
         self.max_sleep_s = max_sleep_s
         self.ready = ready
         self.clock = clock
-        self._cond = threading.Condition(threading.Lock())
+        self._loop = SignalledThread("timers-firer", self._run)
         self._due = 0.0  # clock time of the next cycle; 0: at once (the first cycle)
-        self._stopping = False
-        self._thread: threading.Thread | None = None
         self.cycles = 0
         self.fired = 0
         self.duplicates = 0
@@ -63,32 +62,27 @@ class Firer:
     def wake_in(self, seconds: float) -> None:
         """A timer is due in `seconds` (<= 0: due now): cycle by then."""
         at = self.clock() + max(0.0, seconds) + EARLY_S
-        with self._cond:
+        with self._loop.cond:
             if at < self._due:
                 self._due = at
-                self._cond.notify()
+                self._loop.cond.notify()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="timers-firer", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self._loop.stop(timeout_s)
 
     def _wait(self) -> bool:
         """Sleep until the next cycle is due; False when stopping."""
-        with self._cond:
-            while not self._stopping:
+        with self._loop.cond:
+            while not self._loop.stopping:
                 left = self._due - self.clock()
                 if left <= 0:
                     # Until an answer says otherwise, the next cycle is a max sleep away.
                     self._due = self.clock() + self.max_sleep_s
                     return True
-                self._cond.wait(left)
+                self._loop.cond.wait(left)
             return False
 
     def _run(self) -> None:
@@ -129,7 +123,7 @@ class Firer:
         log.log(level, "timers: %s", reason)
 
     def stats(self) -> dict[str, Any]:
-        with self._cond:
+        with self._loop.cond:
             next_in = max(0.0, self._due - self.clock())
         return {
             "cycles": self.cycles,
@@ -139,5 +133,5 @@ class Firer:
             "errors": self.errors,
             "lastError": self.last_error,
             "nextCycleInMs": round(next_in * 1000, 1),
-            "alive": self._thread is not None and self._thread.is_alive(),
+            "alive": self._loop.alive(),
         }

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import falcon
 
-from queen_threads.http import ignored
 from queen_threads.http.auth import producer_sub
-from queen_threads.http.request import json_body, media
+from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import API, RO, RW, Route, route
 from queen_threads.timers import body as ops
 from queen_threads.timers.body import TimerRequestInvalid
@@ -38,10 +37,9 @@ class Batch:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_body(req, self.body_limit)
-        if not isinstance(body, dict):
-            raise TimerRequestInvalid("the body must be a JSON object: {operations: [...]}")
-        ignored.note(req, "body", sorted(key for key in body if key not in ops.BATCH_FIELDS))
+        body = json_object(
+            req, self.body_limit, known=ops.BATCH_FIELDS, not_object=ops.not_an_object
+        )
         clean = ops.operations(body.get("operations"), producer_sub(req))
         media(resp, {"results": self.timers.apply(clean)})
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from queen_threads.timers import body as timer_ops
 from queen_threads.timers.announcer import KIND, Announcer
@@ -24,6 +24,13 @@ SCHEDULES = ("schedule", "reschedule")
 QUEUES_SHOWN = 100  # queues with pending timers in stats(), the soonest first
 
 
+class FireObserver(Protocol):
+    """Hears the messages each fire stored, per queue (queue/metrics.py's QueueMetrics
+    counts them as pushed)."""
+
+    def stored_by_timers(self, counts: dict[str, int]) -> None: ...
+
+
 class TimerService:
     def __init__(
         self,
@@ -31,16 +38,16 @@ class TimerService:
         *,
         announce_pushed: Callable[[Pairs], None],
         saw_wake_epoch: Callable[[int], None],
-        count_stored: Callable[[dict[str, int]], None],
         origin: str,
         batch: int,
         max_sleep_s: float,
         ready: Callable[[], bool],
+        observer: FireObserver | None = None,
     ) -> None:
         self.store = store
         self.announce_pushed = announce_pushed
         self.saw_wake_epoch = saw_wake_epoch
-        self.count_stored = count_stored
+        self.observer = observer
         self.firer = Firer(
             store.fire, self._fired, batch=batch, max_sleep_s=max_sleep_s, ready=ready
         )
@@ -98,8 +105,8 @@ class TimerService:
         pairs = [(str(q), str(p)) for q, p in answer.get("pairs") or ()]
         if pairs:
             self.announce_pushed(pairs)
-        if answer.get("stored"):
-            self.count_stored(dict(answer["stored"]))
+        if answer.get("stored") and self.observer is not None:
+            self.observer.stored_by_timers(dict(answer["stored"]))
 
     # -- lifecycle and numbers --------------------------------------------------------
     def start(self) -> None:

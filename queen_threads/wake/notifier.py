@@ -26,10 +26,11 @@ commit and its wake-up.
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
+
+from queen_threads.threads import SignalledThread
 
 log = logging.getLogger("queen_threads.wake")
 
@@ -68,9 +69,7 @@ class WakeNotifier:
         self.wanted = wanted
         self.relay = relay
         self._pending: dict[Hashable, Event] = {}
-        self._cond = threading.Condition(threading.Lock())
-        self._stopping = False
-        self._thread: threading.Thread | None = None
+        self._loop = SignalledThread("wake-notifier", self._run)
         self.calls = 0
         self.sent = 0
         self.unwanted = 0  # events no other process waited for (not sent)
@@ -78,33 +77,28 @@ class WakeNotifier:
         self.dropped = 0
 
     def __call__(self, event: Event) -> None:
-        with self._cond:
+        with self._loop.cond:
             if len(self._pending) >= MAX_PENDING:
                 self.dropped += 1
                 return
             self._pending[_key(event)] = event
-            self._cond.notify()
+            self._loop.cond.notify()
 
     def is_own(self, event: Event) -> bool:
         """Sent by this process (its poll workers were woken already)."""
         return event.get("origin") == self.origin
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="wake-notifier", daemon=True)
-        self._thread.start()
+        self._loop.start()
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Send what is pending, then end the loop."""
-        with self._cond:
-            self._stopping = True
-            self._cond.notify()
-        if self._thread is not None:
-            self._thread.join(timeout_s)
+        self._loop.stop(timeout_s)
 
     def _take(self) -> list[Event] | None:
-        with self._cond:
-            while not self._pending and not self._stopping:
-                self._cond.wait()
+        with self._loop.cond:
+            while not self._pending and not self._loop.stopping:
+                self._loop.cond.wait()
             if not self._pending:
                 return None
             events = list(self._pending.values())
@@ -137,7 +131,7 @@ class WakeNotifier:
             log.warning("wake-ups for other processes not sent (%s): %s", len(wanted), exc)
 
     def stats(self) -> dict[str, int]:
-        with self._cond:
+        with self._loop.cond:
             pending = len(self._pending)
         return {"calls": self.calls, "sent": self.sent, "unwanted": self.unwanted,
                 "failed": self.failed, "dropped": self.dropped, "pending": pending}  # fmt: skip

@@ -64,13 +64,19 @@ def test_it_stores_and_answers_as_the_general_push_does(pg_conn: Conn) -> None:
     ) == [(3,)]
 
 
+def declinable(conn: Conn, prefix: str) -> tuple[str, str, str]:
+    """Partitions a and b of queue `<prefix>.one` and the one partition of the capped queue
+    `<prefix>.capped`, each with a message: (a, b, capped)."""
+    push(conn, f"{prefix}.one", [0], partition="a")
+    push(conn, f"{prefix}.one", [0], partition="b")
+    configure(conn, f"{prefix}.capped", maxSize=5)
+    push(conn, f"{prefix}.capped", [0])
+    a, b = _partition(conn, f"{prefix}.one", "a"), _partition(conn, f"{prefix}.one", "b")
+    return a, b, _partition(conn, f"{prefix}.capped")
+
+
 def test_it_declines_what_it_cannot_push_without_writing(pg_conn: Conn) -> None:
-    push(pg_conn, "pp.one", [0], partition="a")
-    push(pg_conn, "pp.one", [0], partition="b")
-    configure(pg_conn, "pp.capped", maxSize=5)
-    push(pg_conn, "pp.capped", [0])
-    a, b = _partition(pg_conn, "pp.one", "a"), _partition(pg_conn, "pp.one", "b")
-    capped = _partition(pg_conn, "pp.capped")
+    a, b, capped = declinable(pg_conn, "pp")
     before = sql(pg_conn, "SELECT count(*) FROM queen.messages")
     item = {"queue": "pp.one", "partition": "a", "payload": 1}
     assert _push_partition(pg_conn, b, [item]) is None  # another partition's id

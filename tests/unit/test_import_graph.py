@@ -170,9 +170,14 @@ def test_every_folder_of_python_files_is_a_package() -> None:
     assert missing == []
 
 
-def test_no_class_subclasses_a_store() -> None:
-    """Stores take their observer (queue/metrics.py, streams/metrics.py, ...): no subclass
-    of a store exists, to count or otherwise."""
+# What the shared plumbing's measuring points observe (metrics/metered.py): each takes its
+# observer, as the stores do.
+OBSERVED = {"Database", "RequestStats", "Authenticator", "ExclusiveService"}
+
+
+def test_no_class_subclasses_a_store_or_the_observed_plumbing() -> None:
+    """Stores and the observed plumbing take their observer (queue/metrics.py,
+    metrics/metered.py, ...): no subclass of one exists, to count or otherwise."""
     stores = {
         node.name
         for path in PACKAGE.rglob("store.py")
@@ -180,6 +185,7 @@ def test_no_class_subclasses_a_store() -> None:
         if isinstance(node, ast.ClassDef) and node.name.endswith("Store")
     }
     assert {"QueueStore", "StreamStore", "KvStore"} <= stores
+    stores |= OBSERVED
     subclasses = sorted(
         f"{module_name(path)}.{node.name}"
         for path in PACKAGE.rglob("*.py")

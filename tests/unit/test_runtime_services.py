@@ -45,7 +45,7 @@ def test_every_service_starts_in_order_and_stops_in_reverse(tmp_path: Path) -> N
         "FileBuffer",
         "Maintenance",
         "AnalyticsCollector",
-        "MeteredAuthenticator",
+        "Authenticator",
     ]
 
 

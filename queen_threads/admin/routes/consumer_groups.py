@@ -13,14 +13,12 @@ POST   /api/v1/consumer-groups/{group}/queues/{queue}[/partitions/{partition}]/s
 
 from __future__ import annotations
 
-from typing import Any
-
 import falcon
 
 from queen_threads import validation as v
+from queen_threads.admin import body
 from queen_threads.admin.store import AdminStore
-from queen_threads.errors import ValidationError
-from queen_threads.http.params import iso_time, iso_z, strict_bool
+from queen_threads.http.params import iso_z, strict_bool
 from queen_threads.http.request import int_param, json_object, media
 
 DEFAULT_MIN_LAG_SECONDS = 60
@@ -82,26 +80,11 @@ class Subscription:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, group: str) -> None:
         name = group_name(group)
-        body = json_object(req, self.body_limit, allow_empty=True)
-        if body.get("subscriptionTimestamp") is None:
-            raise ValidationError("subscriptionTimestamp is required")
-        moment = iso_time(body["subscriptionTimestamp"], "subscriptionTimestamp")
+        raw = json_object(req, self.body_limit, allow_empty=True, known=body.SUBSCRIPTION_FIELDS)
+        moment = body.subscription_moment(raw)
         rows = self.store.update_subscription(name, moment)
         media(resp, {"success": True, "consumerGroup": name, "newTimestamp": iso_z(moment),
                      "rowsUpdated": rows})  # fmt: skip
-
-
-def seek_target(body: dict[str, Any]) -> tuple[bool, Any]:
-    """(toEnd, timestamp) from a seek body: exactly one of them."""
-    to_end = body.get("toEnd", False)
-    if not isinstance(to_end, bool):
-        raise ValidationError("toEnd must be a boolean")
-    raw = body.get("timestamp")
-    if to_end and raw is not None:
-        raise ValidationError("Send either toEnd or timestamp, not both")
-    if not to_end and raw is None:
-        raise ValidationError("toEnd or timestamp is required")
-    return to_end, None if to_end else iso_time(raw, "timestamp")
 
 
 class Seek:
@@ -122,7 +105,8 @@ class Seek:
     ) -> None:
         name, queue_name = group_name(group), v.name(queue, "Queue")
         part = v.name(partition, "Partition") if partition is not None else None
-        to_end, moment = seek_target(json_object(req, self.body_limit, allow_empty=True))
+        raw = json_object(req, self.body_limit, allow_empty=True, known=body.SEEK_FIELDS)
+        to_end, moment = body.seek_target(raw)
         updated = self.store.seek(name, queue_name, part, to_end, moment)
         reply = {"success": True, "consumerGroup": name, "queue": queue_name,
                  "partitionsUpdated": updated}  # fmt: skip

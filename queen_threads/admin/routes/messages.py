@@ -11,17 +11,15 @@ from __future__ import annotations
 
 import falcon
 
-from queen_threads import validation as v
+from queen_threads.admin.body import MOVE_TO_DLQ_FIELDS, move_to_dlq
 from queen_threads.admin.store import AdminStore
 from queen_threads.errors import NotFound, ValidationError
-from queen_threads.http.params import PAGE, TIME_RANGE, message_key, name_param, page, time_range
+from queen_threads.http.params import MESSAGE_FILTERS, message_filters, message_key, name_param
 from queen_threads.http.request import json_object, media, str_param
-from queen_threads.queue.body import ack_item
 from queen_threads.queue.service import QueueService
 
 DEFAULT_LIMIT = 200
-PARAMS = PAGE | TIME_RANGE | {"queue", "partition", "ns", "namespace", "task", "status"}
-MANUAL_DLQ_ERROR = "Moved to the dead-letter queue by an administrator"
+PARAMS = MESSAGE_FILTERS | {"ns", "namespace", "task", "status"}
 # Queue mode's view of a message, as queen._message_states (80_admin.sql) names it.
 STATUSES = ("pending", "processing", "completed", "dead_letter")
 
@@ -47,15 +45,11 @@ class MessageList:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, DEFAULT_LIMIT)
-        start, end = time_range(req)
         media(resp, self.store.messages(
-            queue=name_param(req, "queue", "Queue"),
-            partition=name_param(req, "partition", "Partition"),
+            **message_filters(req, resp, DEFAULT_LIMIT),
             namespace=namespace_filter(req),
             task=name_param(req, "task", "Task"),
             status=status_filter(req),
-            from_ts=start, to_ts=end, limit=limit, offset=offset,
         ))  # fmt: skip
 
 
@@ -93,11 +87,9 @@ class MoveToDeadLetter:
         self, req: falcon.Request, resp: falcon.Response, partitionId: str, transactionId: str
     ) -> None:
         pid, tid = message_key(partitionId, transactionId)
-        body = json_object(req, self.body_limit, allow_empty=True)
-        group = v.optional_name(body.get("consumerGroup"), "Consumer group", v.QUEUE_MODE)
-        error = v.optional_str(body.get("error", body.get("errorMessage")), "error")
-        ack = ack_item({"transactionId": tid, "partitionId": pid, "status": "dlq",
-                          "error": error or MANUAL_DLQ_ERROR, "consumerGroup": group})  # fmt: skip
+        body = json_object(req, self.body_limit, allow_empty=True, known=MOVE_TO_DLQ_FIELDS)
+        ack = move_to_dlq(body, pid, tid)
+        group = ack["consumerGroup"]
         result = self.queues.ack([ack])[0]
         refusal = str(result.get("error") or "")
         if refusal.startswith("Unresolvable transaction"):

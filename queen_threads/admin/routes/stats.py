@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import falcon
 
+from queen_threads.admin.body import STATS_REFRESH_FIELDS
 from queen_threads.admin.store import AdminStore
 from queen_threads.http.request import json_object, media
 
@@ -21,6 +22,6 @@ class StatsRefresh:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        json_object(req, self.body_limit, allow_empty=True, known=())  # takes no options
+        json_object(req, self.body_limit, allow_empty=True, known=STATS_REFRESH_FIELDS)
         analyzed = self.store.refresh_stats()
         media(resp, {"success": True, **analyzed, "totals": self.store.overview()})

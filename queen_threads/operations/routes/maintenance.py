@@ -17,17 +17,13 @@ import falcon
 
 from queen_threads.background.maintenance import POP_KEY, PUSH_KEY, Maintenance
 from queen_threads.buffer import FileBuffer
-from queen_threads.errors import ValidationError
 from queen_threads.http.request import json_object, media
 from queen_threads.http.routes import ADMIN, API, RO, Route, route
+from queen_threads.operations.body import SWITCH_FIELDS, switch
 
 
 def _enabled(req: falcon.Request, body_limit: int) -> bool:
-    body = json_object(req, body_limit, allow_empty=True)
-    enabled = body.get("enabled")
-    if not isinstance(enabled, bool):
-        raise ValidationError("enabled (boolean) is required")
-    return enabled
+    return switch(json_object(req, body_limit, allow_empty=True, known=SWITCH_FIELDS))
 
 
 class PushMaintenance:

@@ -6,7 +6,7 @@ import falcon
 
 from queen_threads import validation as v
 from queen_threads.http.request import json_object, media
-from queen_threads.queue.body import ack_item
+from queen_threads.queue.body import ACK_BATCH_FIELDS, ACK_FIELDS, ack_item
 from queen_threads.queue.service import QueueService
 
 
@@ -16,7 +16,7 @@ class Ack:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit)
+        body = json_object(req, self.body_limit, known=ACK_FIELDS)
         if not isinstance(body.get("transactionId"), str) or not body["transactionId"]:
             raise v.ValidationError("transactionId is required")
         if not isinstance(body.get("partitionId"), str) or not body["partitionId"]:
@@ -30,7 +30,7 @@ class AckBatch:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit)
+        body = json_object(req, self.body_limit, known=ACK_BATCH_FIELDS)
         raw = v.items_list(body, "acknowledgments", "acknowledgments array is required")
         if not raw:
             raise v.ValidationError("acknowledgments array cannot be empty")

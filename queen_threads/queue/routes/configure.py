@@ -6,7 +6,7 @@ from __future__ import annotations
 import falcon
 
 from queen_threads.http.request import json_object, media
-from queen_threads.queue.body import configure_body
+from queen_threads.queue.body import CONFIGURE_FIELDS, configure_body
 from queen_threads.queue.store import QueueStore
 
 
@@ -16,5 +16,5 @@ class Configure:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = configure_body(json_object(req, self.body_limit))
+        body = configure_body(json_object(req, self.body_limit, known=CONFIGURE_FIELDS))
         media(resp, self.store.configure(body))

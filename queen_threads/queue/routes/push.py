@@ -20,7 +20,7 @@ from queen_threads import validation as v
 from queen_threads.http.auth import producer_sub
 from queen_threads.http.request import json_object, media
 from queen_threads.queue import capacity
-from queen_threads.queue.body import push_items
+from queen_threads.queue.body import PUSH_FIELDS, push_items
 from queen_threads.queue.service import QueueService
 from queen_threads.telemetry import annotate
 from queen_threads.telemetry.incoming import request_context
@@ -39,7 +39,7 @@ class Push:
         self.body_limit = body_limit
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = json_object(req, self.body_limit)
+        body = json_object(req, self.body_limit, known=PUSH_FIELDS)
         raw = v.items_list(body, "items", "items array is required")
         sub = producer_sub(req)
         items = push_items(raw, sub, request_context(req), count_invalid)
