@@ -14,10 +14,10 @@ The first pop of a queue by a consumer group registers the group (`queen._regist
 under the queue's registration lock, held until the pop's commit. Before the heads of one
 pop call were put in one order (queue/popper.py, `lock_order`), calls of two processes that
 named the same new queues in opposite orders deadlocked: PostgreSQL breaks a deadlock only
-after `deadlock_timeout` (1 s), both poll workers stood still meanwhile, and the messages
-came 1-2.1 s late (one deadlock or two in a row): in 4 runs of the test the first round
-passed and the second failed every time. With one order the rounds measured 7-133 ms on
-the loaded 2-core machine.
+after `deadlock_timeout` (1 s), both poll workers stood still meanwhile, and most messages
+came 1-3.2 s late (one deadlock or more in a row): every measured round of 2 runs failed
+(main at dec0d51). With one order the rounds measured 11-150 ms on the loaded 2-core
+machine (load average 5-6). A small burst first warms every process up, unmeasured.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from tests.support.server import ServerProcess
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
 QUEUES = 40  # each a long poll in each of the 4 worker processes
-ROUNDS = 3  # fresh queues each round
+ROUNDS = 2  # fresh queues each round
 LATE_MS = 500.0  # a deadlock costs over 1000 ms; loaded 2-core runs stay under 300 ms
 WAIT_MS = 10_000  # the long polls' timeout: far beyond any on-time answer
 
@@ -61,7 +61,8 @@ def clients_by_worker(stack: ExitStack, url: str, per_worker: int) -> list[list[
             client.close()
         if len(by_pid) == 2 and all(len(c) == per_worker for c in by_pid.values()):
             return list(by_pid.values())
-    pytest.fail(f"the connections reached { ({p: len(c) for p, c in by_pid.items()}) }")
+    reached = {pid: len(clients) for pid, clients in by_pid.items()}
+    pytest.fail(f"the connections reached {reached}")
 
 
 class Instances:
@@ -82,7 +83,11 @@ def instances(pg_admin_dsn: str, template_db: str) -> Iterator[Instances]:
             for server in servers:
                 server.wait_healthy()
             with ExitStack() as stack:
-                yield Instances(servers, stack)
+                found = Instances(servers, stack)
+                # A fresh process's first pops plan the stored functions on its connections
+                # (tens of ms each on a busy machine): a small burst first, not measured.
+                burst(found, QUEUES // 4)
+                yield found
         finally:
             for server in servers:
                 server.stop()
@@ -137,25 +142,23 @@ def push(url: str, payloads: list[tuple[str, str]]) -> float:
     return answered
 
 
-@pytest.mark.parametrize("round_", range(ROUNDS))
-def test_the_first_messages_of_many_queues_reach_every_instance_on_time(
-    instances: Instances, round_: int
-) -> None:
+def burst(instances: Instances, count: int) -> list[float]:
+    """One long poll per worker process on each of `count` new queues, then one push with
+    the first message of each: each queue's lateness (ms from the push's answer to the
+    first long poll's); every long poll has got a message by the return."""
     tag = uuid.uuid4().hex[:8]
-    queues = [f"wake-{tag}-{i:02d}" for i in range(QUEUES)]
+    queues = [f"wake-{tag}-{i:02d}" for i in range(count)]
     deliveries = Deliveries(queues)
     for ascending, descending in instances.clients:
-        deliveries.start(ascending, queues)
-        deliveries.start(descending, queues[::-1])
+        deliveries.start(ascending[:count], queues)
+        deliveries.start(descending[:count], queues[::-1])
     for server in instances.servers:
-        wait_registered(server.url, 2 * QUEUES, exactly=True)
+        wait_registered(server.url, 2 * count, exactly=True)
 
     a = instances.servers[0].url
     pushed_at = push(a, [(q, "first") for q in queues])
     deliveries.wait_first(WAIT_MS / 1000)
     late = [(deliveries.at.get(q, pushed_at + WAIT_MS / 1000) - pushed_at) * 1000 for q in queues]
-    shown = ", ".join(f"{ms:.0f}" for ms in sorted(late))
-    print(f"round {round_}: lateness (ms): {shown}")  # shown with -s: the measurement itself
     # The other three long polls of each queue get one message each; then all have ended.
     push(a, [(q, "more") for q in queues for _ in range(3)])
     deliveries.end()
@@ -163,4 +166,14 @@ def test_the_first_messages_of_many_queues_reach_every_instance_on_time(
     assert all(
         sorted(got) == ["first", "more", "more", "more"] for got in deliveries.answers.values()
     )
+    return late
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_the_first_messages_of_many_queues_reach_every_instance_on_time(
+    instances: Instances, round_: int
+) -> None:
+    late = burst(instances, QUEUES)
+    shown = ", ".join(f"{ms:.0f}" for ms in sorted(late))
+    print(f"round {round_}: lateness (ms): {shown}")  # shown with -s: the measurement itself
     assert max(late) <= LATE_MS, f"lateness (ms): {shown}"
