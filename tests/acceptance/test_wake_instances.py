@@ -33,7 +33,7 @@ import pytest
 
 from tests.acceptance.test_long_poll import SLOW_POLLING, wait_registered
 from tests.conftest import database_from_template
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, side_by_side
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
@@ -75,22 +75,16 @@ class Instances:
 
 @pytest.fixture(scope="module")
 def instances(pg_admin_dsn: str, template_db: str) -> Iterator[Instances]:
-    with database_from_template(pg_admin_dsn, template_db) as dsn:
-        servers = [ServerProcess(dsn, workers=2, **SLOW_POLLING) for _ in range(2)]
-        try:
-            for server in servers:
-                server.spawn()
-            for server in servers:
-                server.wait_healthy()
-            with ExitStack() as stack:
-                found = Instances(servers, stack)
-                # A fresh process's first pops plan the stored functions on its connections
-                # (tens of ms each on a busy machine): a small burst first, not measured.
-                burst(found, QUEUES // 4)
-                yield found
-        finally:
-            for server in servers:
-                server.stop()
+    with (
+        database_from_template(pg_admin_dsn, template_db) as dsn,
+        side_by_side(dsn, **SLOW_POLLING) as servers,
+        ExitStack() as stack,
+    ):
+        found = Instances(servers, stack)
+        # A fresh process's first pops plan the stored functions on its connections (tens
+        # of ms each on a busy machine): a small burst first, not measured.
+        burst(found, QUEUES // 4)
+        yield found
 
 
 class Deliveries:
