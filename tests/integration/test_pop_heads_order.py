@@ -22,7 +22,8 @@ import psycopg2
 import pytest
 
 from queen_threads.db import Database
-from queen_threads.polling import PollIntention, PopRequest, PopResult
+from queen_threads.polling import PopResult
+from queen_threads.queue.intention import PollIntention, PopRequest
 from queen_threads.queue.popper import DbPopper
 from queen_threads.queue.store import QueueStore
 
