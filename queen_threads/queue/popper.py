@@ -27,6 +27,25 @@ def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict
     return arguments
 
 
+def lock_order(intention: PollIntention) -> tuple[str, ...]:
+    """Where a head goes in a call of several groups' heads: by queue name (then namespace,
+    task, partition, consumer group). One call is one transaction, and a group's first pop
+    of a queue registers the group for it (`queen._register_group`) under the queue's
+    registration lock, held until the commit: two processes whose calls named the same
+    newly used queues in different orders (each its own registry's order) deadlocked, and
+    PostgreSQL ends a deadlock only after `deadlock_timeout` (1 s), with both poll workers
+    stuck and every wake-up of their groups waiting (issue 41). In one order everywhere
+    two calls can wait for each other, but never in a circle."""
+    request = intention.request
+    return (
+        request.queue or "",
+        request.namespace or "",
+        request.task or "",
+        request.partition or "",
+        request.consumer_group or "",
+    )
+
+
 def empty_result(request_id: str, result: dict[str, Any], took_s: float) -> PopResult:
     """A 204 with the pop's due time and whether a concurrent transaction held a candidate
     (`contended`). `dueInMs` counts from the database's now(), which came somewhere within
@@ -84,7 +103,15 @@ class DbPopper:
     def pop_heads(
         self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
     ) -> list[PopResult]:
-        return self._pop(intentions, partitions, stop_on_empty=False)
+        """The heads of several groups in one call, in `lock_order` (results in the order
+        given)."""
+        order = sorted(range(len(intentions)), key=lambda i: lock_order(intentions[i]))
+        named = list(partitions) + [None] * (len(intentions) - len(partitions))
+        popped = self._pop(
+            [intentions[i] for i in order], [named[i] for i in order], stop_on_empty=False
+        )
+        by_index = dict(zip(order, popped, strict=True))
+        return [by_index[i] for i in range(len(intentions))]
 
     def _pop(
         self,

@@ -8,6 +8,8 @@ import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,19 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextmanager
+def side_by_side(dsn: str, count: int = 2, **env: Any) -> Iterator[list[ServerProcess]]:
+    """`count` servers (two worker processes each) on one database, started together and
+    stopped at the end."""
+    servers = [ServerProcess(dsn, workers=2, **env) for _ in range(count)]
+    try:
+        for server in servers:
+            server.spawn()
+        for server in servers:
+            server.wait_healthy()
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
