@@ -250,11 +250,18 @@ $$;
 -- (queen_threads/wake/notifier.py). A NOTIFY inside a data transaction holds PostgreSQL's
 -- notify-queue lock until that transaction's commit has been flushed to disk, so every
 -- notifying commit of the database would wait for the one before it.
+-- Under the SQL API (queen.commit_wakes = 'on', its functions' setting) the event waits
+-- for the commit and goes only where a server process waits for it (queen._wake_at_commit,
+-- 92_sql_api.sql).
 CREATE OR REPLACE FUNCTION queen._wake(p_event jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('queen.server_wakes', true) IS DISTINCT FROM 'on' THEN
-        PERFORM pg_notify('queen_wakeup', p_event::text);
+        IF current_setting('queen.commit_wakes', true) = 'on' THEN
+            PERFORM queen._wake_at_commit(p_event);
+        ELSE
+            PERFORM pg_notify('queen_wakeup', p_event::text);
+        END IF;
     END IF;
 END;
 $$;

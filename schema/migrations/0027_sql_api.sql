@@ -1,0 +1,51 @@
+-- Queen's SQL API (docs/sql.md; its functions: schema/functions/92_sql_api*.sql): what it
+-- needs beyond functions.
+--
+-- 1. Wake-ups at commit. A produce (or a commit that frees a partition) made from SQL runs
+--    in the application's own transaction, which may stay open long after the call. Its
+--    wake-ups are collected for the transaction (queen._wake_at_commit, in the setting
+--    queen.commit_wake_events) and sent by a deferred trigger when it commits: only the
+--    events some server process waits for (queen.wake_interest), each as the NOTIFY the
+--    listeners of every instance hear (queen_threads/wake/listener.py); nothing when the
+--    transaction (or the savepoint that produced) rolls back. The trigger holds the
+--    wake-interest lock shared from its check to the commit, as the server's pushes do
+--    (queen._wake_epoch): an interest that appears meanwhile waits for this commit, and the
+--    pop that follows it finds the messages (docs/architecture.md, "Wake-ups").
+--    The first wake-up of a transaction writes its row here (the trigger's event); the
+--    trigger deletes it. Unlogged: a row lives only as long as its transaction, and a
+--    crash loses nothing that matters. On Citus a table of the coordinator, where the
+--    API's functions run and the servers listen.
+CREATE UNLOGGED TABLE queen.commit_wakes (
+    xid xid8 PRIMARY KEY DEFAULT pg_current_xact_id()
+);
+
+-- Runs at commit as the table's owner (the session's role may have no right on the
+-- wake-interest rows); the sending is queen._wake_at_commit_send (92_sql_api.sql).
+CREATE FUNCTION queen.trg_commit_wakes() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM queen._wake_at_commit_send();
+    DELETE FROM queen.commit_wakes WHERE xid = NEW.xid;
+    RETURN NULL;
+END;
+$$;
+REVOKE ALL ON FUNCTION queen.trg_commit_wakes() FROM PUBLIC;
+
+CREATE CONSTRAINT TRIGGER commit_wakes_send
+    AFTER INSERT ON queen.commit_wakes
+    DEFERRABLE INITIALLY DEFERRED
+    FOR EACH ROW EXECUTE FUNCTION queen.trg_commit_wakes();
+
+-- 2. The wall clock. The queue's functions tell time by now(), the start of their
+--    transaction, which for the server's one-call transactions is the time of the call.
+--    An application's transaction may have begun long before it consumes or commits,
+--    and consume_one's wait stays in one statement: with now() frozen, a lease would be
+--    shorter than its length, and a partition that became ready during the wait would
+--    stay out of reach. The SQL API's functions run with
+--    search_path = queen_clock, pg_catalog, pg_temp: an unqualified now() in anything
+--    they call is queen_clock.now(), the time of the call (PostgreSQL searches pg_catalog
+--    first only when it is not named in the path). The server's own calls do not name
+--    this schema and keep now().
+CREATE SCHEMA queen_clock;
+CREATE FUNCTION queen_clock.now() RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE AS $$ SELECT pg_catalog.clock_timestamp() $$;
