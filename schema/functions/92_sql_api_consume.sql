@@ -215,9 +215,11 @@ CREATE OR REPLACE FUNCTION queen.commit_one(
     consumer_group text DEFAULT '__QUEUE_MODE__', status text DEFAULT 'completed',
     error_message text DEFAULT NULL
 ) RETURNS boolean
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp SET queen.commit_wakes = 'on' AS $$
-    SELECT queen._sql_ack_one($1, $2, $3, $4, $5, $6)
+BEGIN
+    RETURN queen._sql_ack_one($1, $2, $3, $4, $5, $6);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.commit_one(text, uuid, text, text, text, text) FROM PUBLIC;
 
@@ -226,9 +228,11 @@ CREATE OR REPLACE FUNCTION queen.nack(
     transaction_id text, partition_id uuid, lease_id text,
     error_message text DEFAULT 'Processing failed', consumer_group text DEFAULT '__QUEUE_MODE__'
 ) RETURNS boolean
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp SET queen.commit_wakes = 'on' AS $$
-    SELECT queen._sql_ack_one($1, $2, $3, $5, 'retry', $4)
+BEGIN
+    RETURN queen._sql_ack_one($1, $2, $3, $5, 'retry', $4);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.nack(text, uuid, text, text, text) FROM PUBLIC;
 
@@ -237,9 +241,11 @@ CREATE OR REPLACE FUNCTION queen.reject(
     transaction_id text, partition_id uuid, lease_id text,
     error_message text DEFAULT 'Rejected', consumer_group text DEFAULT '__QUEUE_MODE__'
 ) RETURNS boolean
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp SET queen.commit_wakes = 'on' AS $$
-    SELECT queen._sql_ack_one($1, $2, $3, $5, 'dlq', $4)
+BEGIN
+    RETURN queen._sql_ack_one($1, $2, $3, $5, 'dlq', $4);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.reject(text, uuid, text, text, text) FROM PUBLIC;
 

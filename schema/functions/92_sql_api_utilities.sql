@@ -51,10 +51,12 @@ REVOKE ALL ON FUNCTION queen.seek(text, text, boolean, timestamptz) FROM PUBLIC;
 CREATE OR REPLACE FUNCTION queen.delete_consumer_group(
     consumer_group text, queue text DEFAULT NULL, delete_metadata boolean DEFAULT true
 ) RETURNS boolean
-LANGUAGE sql SECURITY DEFINER
+LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
-    SELECT d.cursors + d.metadata > 0
-      FROM queen.delete_consumer_group_v1($1, $2, coalesce($3, true)) d
+BEGIN
+    RETURN (SELECT d.cursors + d.metadata > 0
+          FROM queen.delete_consumer_group_v1($1, $2, coalesce($3, true)) d);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.delete_consumer_group(text, text, boolean) FROM PUBLIC;
 
@@ -111,25 +113,31 @@ $$;
 
 CREATE OR REPLACE FUNCTION queen.lag(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
 RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
-    SELECT queen._sql_backlog($1, $2, false)
+BEGIN
+    RETURN queen._sql_backlog($1, $2, false);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.lag(text, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION queen.depth(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
 RETURNS bigint
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
-    SELECT queen._sql_backlog($1, $2, false)
+BEGIN
+    RETURN queen._sql_backlog($1, $2, false);
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.depth(text, text) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION queen.has_messages(
     queue text, consumer_group text DEFAULT '__QUEUE_MODE__'
 ) RETURNS boolean
-LANGUAGE sql STABLE SECURITY DEFINER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
-    SELECT queen._sql_backlog($1, $2, true) > 0
+BEGIN
+    RETURN queen._sql_backlog($1, $2, true) > 0;
+END;
 $$;
 REVOKE ALL ON FUNCTION queen.has_messages(text, text) FROM PUBLIC;

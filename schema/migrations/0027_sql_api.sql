@@ -19,22 +19,44 @@ CREATE UNLOGGED TABLE queen.commit_wakes (
     xid xid8 PRIMARY KEY DEFAULT pg_current_xact_id()
 );
 
--- Runs at commit as the table's owner (the session's role may have no right on the
--- wake-interest rows); the sending is queen._wake_at_commit_send (92_sql_api.sql).
+-- The trigger's function is in schema/functions/92_sql_api.sql (a function file, to change
+-- with the API): a placeholder here.
 CREATE FUNCTION queen.trg_commit_wakes() RETURNS trigger
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    PERFORM queen._wake_at_commit_send();
-    DELETE FROM queen.commit_wakes WHERE xid = NEW.xid;
-    RETURN NULL;
-END;
-$$;
-REVOKE ALL ON FUNCTION queen.trg_commit_wakes() FROM PUBLIC;
+LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$;
 
 CREATE CONSTRAINT TRIGGER commit_wakes_send
     AFTER INSERT ON queen.commit_wakes
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION queen.trg_commit_wakes();
+
+-- 1b. A produce's own wake-ups, on plain PostgreSQL: the push writes its partitions' newest
+--    message (queen.partition_lookup) anyway, and this trigger, deferred to the commit,
+--    wakes the long polls waiting for that partition's queue (its function is in 92_sql_api.sql):
+--    no row of its own to write. Only for the writes of a push run with
+--    queen.commit_wakes = 'push' (queen._sql_push): the server's pushes never queue an
+--    event. On Citus the table is distributed and its triggers fire on the workers, where
+--    the servers do not listen: there a produce's wake-ups go through queen.commit_wakes
+--    (schema/citus/70_sql_api.sql drops this trigger).
+-- (A placeholder: its function is in schema/functions/92_sql_api.sql.)
+CREATE FUNCTION queen.trg_partition_lookup_sql_wakes() RETURNS trigger
+LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END; $$;
+
+DO $plain$
+BEGIN
+    IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
+        IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition
+                    WHERE logicalrelid = 'queen.partition_lookup'::regclass) THEN
+            RETURN;  -- (a Citus database already placed: see above)
+        END IF;
+    END IF;
+    CREATE CONSTRAINT TRIGGER partition_lookup_sql_wakes
+        AFTER INSERT OR UPDATE OF last_message_id ON queen.partition_lookup
+        DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW
+        WHEN (current_setting('queen.commit_wakes', true) = 'push')
+        EXECUTE FUNCTION queen.trg_partition_lookup_sql_wakes();
+END;
+$plain$;
 
 -- 2. The wall clock. The queue's functions tell time by now(), the start of their
 --    transaction, which for the server's one-call transactions is the time of the call.
