@@ -58,6 +58,18 @@ BEGIN
 END;
 $plain$;
 
+-- 1c. The push's own commit-time bookkeeping (queen.trg_partition_lookup_heads, 0019) runs
+--    at commit as the current role, which for a produce from SQL is the application's
+--    session role, not the SQL API's owner: a role that may only produce has no right on
+--    the cursor rows it writes. It runs as its owner, with its search_path pinned (a
+--    SECURITY DEFINER function must not resolve names in schemas its caller controls).
+--    Measured on the server's own single push (this 2-core machine, busy): +13-18 us of
+--    PostgreSQL CPU on 610-690 us. A later migration that replaces this function must
+--    keep both (tests/integration/test_sql_api_rights.py fails otherwise).
+ALTER FUNCTION queen.trg_partition_lookup_heads()
+    SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION queen.trg_partition_lookup_heads() FROM PUBLIC;
+
 -- 2. The wall clock. The queue's functions tell time by now(), the start of their
 --    transaction, which for the server's one-call transactions is the time of the call.
 --    An application's transaction may have begun long before it consumes or commits,
