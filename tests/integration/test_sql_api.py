@@ -35,8 +35,10 @@ def qname() -> str:
     return f"sq-{uuid.uuid4().hex[:8]}"
 
 
-def http_push(api: falcon.testing.TestClient, queue: str, *payloads: Any,
-              partition: str = "Default", txn: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+def http_push(
+    api: falcon.testing.TestClient, queue: str, *payloads: Any, partition: str = "Default",
+    txn: str | None = None,
+) -> list[dict[str, Any]]:  # fmt: skip
     items = [{"queue": queue, "partition": partition, "payload": p,
               "transactionId": txn or str(uuid.uuid4())} for p in payloads]  # fmt: skip
     r = api.simulate_post("/api/v1/push", json={"items": items})

@@ -161,7 +161,9 @@ def test_a_delayed_produce_is_stored_when_its_time_comes(app: SqlFace) -> None:
     assert fired["fired"] == 1
     [row] = app.consume_one(q)
     assert (row["id"], row["payload"], row["transaction_id"]) == (mid, "later", "d-1")
-    now_id = app.one("SELECT message_id FROM queen.produce_full(%s, '1', 'P', delay_until => now())", q)
+    now_id = app.one(
+        "SELECT message_id FROM queen.produce_full(%s, '1', 'P', delay_until => now())", q
+    )
     assert [r["id"] for r in app.consume_one(q, "g2", 5)] == [mid, now_id]  # not later: now
 
 

@@ -182,4 +182,3 @@ def test_consume_one_gives_up_at_its_timeout_and_holds_nothing(migrated_dsn: str
     assert locks <= 1  # its own transaction id, if any; no advisory or row lock
     face.rollback()
     face.close()
-
