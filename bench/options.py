@@ -6,15 +6,16 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "r", "s", "t",
-    "u", "w", "x", "y", "z",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "r", "s",
+    "t", "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
 # (p) (pop autopilot) about eight minutes a run; (s) needs the official client (the
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
-# (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15).
+# (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
+# (o) Queen's SQL API against the HTTP push (needs the server's database).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 # (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
 # named partition), three SQL probes
@@ -124,11 +125,16 @@ class Sizes:
     scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
+    sqlapi_calls: int = 600  # (o): calls of each single kind (in blocks of 20)
+    sqlapi_batch: int = 1000  # (o): items of a produce, and of the batched push
+    sqlapi_batch_calls: int = 40  # (o): calls of each batch kind
 
 
 FULL = Sizes()
 QUICK = Sizes(
     runs=1,
+    sqlapi_calls=120,
+    sqlapi_batch_calls=8,
     warmup_s=0.5,
     duration_s=3.0,
     consume_messages=10_000,
