@@ -212,14 +212,17 @@ $$;
 -- the long polls as a push does. Announced to the firers at commit. The first produce of a
 -- transaction id wins, as a push's dedup: a message of that id already in the partition,
 -- or a timer of this produce pending, answers with its id.
+-- (On Citus one connection per node: the timers are distributed, the queue a timer may
+-- create is a reference table, which Citus writes only over the connections a transaction
+-- used for them. On PostgreSQL a setting nothing reads.)
 CREATE OR REPLACE FUNCTION queen._sql_produce_later(
     p_queue text, p_payload jsonb, p_partition text, p_pid uuid, p_txn text,
     p_at timestamptz, OUT message_id bigint, OUT transaction_id text
-) LANGUAGE plpgsql AS $$
+) LANGUAGE plpgsql SET citus.multi_shard_modify_mode = 'sequential' AS $$
 DECLARE
     v_key   text;
     v_timer jsonb;
-    v_ms    numeric := ceil(extract(epoch FROM p_at - clock_timestamp()) * 1000);
+    v_ms    numeric;
 BEGIN
     transaction_id := coalesce(p_txn, gen_random_uuid()::text);
     IF p_pid IS NOT NULL THEN
@@ -232,6 +235,8 @@ BEGIN
     v_key := 'queen.produce:' || jsonb_build_array(p_partition, transaction_id)::text;
     v_timer := queen.timers_peek_v1(jsonb_build_object('queue', p_queue, 'timerKey', v_key));
     IF NOT (v_timer ->> 'found')::boolean THEN
+        -- (the delay from now: the timer is due at its schedule's clock plus the delay)
+        v_ms := ceil(extract(epoch FROM p_at - clock_timestamp()) * 1000);
         v_timer := queen.timers_apply_v1(jsonb_build_object('operations', jsonb_build_array(
                        jsonb_build_object('op', 'schedule', 'queue', p_queue,
                                           'timerKey', v_key, 'partition', p_partition,
