@@ -79,6 +79,11 @@ def on_starting(server: Any) -> None:
         folder = tempfile.mkdtemp(prefix=_PROMETHEUS_TMP_PREFIX)
     os.environ[_PROMETHEUS_ENV] = folder
     import_shared_modules()
+    # The maintenance switches: one memory page every worker inherits, so a switch made
+    # through one worker holds in all of them at once (queen_threads/background/flags.py).
+    from queen_threads.background import flags
+
+    flags.share_between_workers()
 
 
 def import_shared_modules() -> None:

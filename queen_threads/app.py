@@ -60,6 +60,7 @@ def route_table(runtime: Runtime) -> RouteTable:
         rt.version,
         rt.schema_ready,
         rt.availability.schema_ready_now,
+        rt.maintenance,
     )
     metrics = Metrics(rt.started_at, metrics_sections(rt))
     return RouteTable([

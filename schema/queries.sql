@@ -489,8 +489,11 @@ SELECT jsonb_build_object('queues', coalesce(jsonb_agg(
   FROM queen.queues q;
 
 -- name: admin_queue_detail
--- One queue: its options, counts, partitions with their counts, and the consumer groups
--- that have a cursor on it; no row when the queue does not exist.
+-- One queue: its options, counts, the list of its partitions with their counts (the
+-- original server's shape: `partitions` is the list, each with `stats`; `partitionCount`
+-- the number), and the consumer groups that have a cursor on it; no row when the queue
+-- does not exist. (One correlated subquery on the queue's row: Citus plans it; it plans
+-- none beside a CTE.)
 SELECT (jsonb_build_object(
             'id', q.id,
             'name', q.name,
@@ -499,7 +502,11 @@ SELECT (jsonb_build_object(
             'createdAt', queen._iso_ms(q.created_at),
             'updatedAt', queen._iso_ms(q.updated_at),
             'options', queen._queue_options_of(q.id),
-            'partitionDetails', coalesce((
+            'consumerGroups', queen._queue_groups(q.id))
+        || (st - 'partitions')
+        || jsonb_build_object(
+            'partitionCount', st -> 'partitions',
+            'partitions', coalesce((
                 SELECT jsonb_agg(jsonb_build_object(
                            'id', p.id,
                            'name', p.name,
@@ -507,14 +514,16 @@ SELECT (jsonb_build_object(
                            'lastActivity', queen._iso_ms(p.last_activity),
                            'messages', jsonb_build_object('total', s.total, 'pending', s.pending,
                                                           'processing', s.processing,
-                                                          'completed', s.completed))
+                                                          'completed', s.completed),
+                           'stats', jsonb_build_object('total', s.total, 'pending', s.pending,
+                                                       'processing', s.processing,
+                                                       'completed', s.completed))
                          ORDER BY p.name)
                   FROM queen.partitions p
                  CROSS JOIN LATERAL queen._partition_stats(p.id) s
-                 WHERE p.queue_id = q.id), '[]'::jsonb),
-            'consumerGroups', queen._queue_groups(q.id))
-        || queen._queue_stats(q.id))::text
+                 WHERE p.queue_id = q.id), '[]'::jsonb)))::text
   FROM queen.queues q
+ CROSS JOIN LATERAL queen._queue_stats(q.id) st
  WHERE q.name = %(queue)s;
 
 -- name: admin_namespace_list

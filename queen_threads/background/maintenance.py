@@ -1,11 +1,16 @@
 """The two maintenance switches, shared by every process and instance through the database.
 
 `maintenance_mode` sends every push to the failover file buffer (and pauses its replay);
-`pop_maintenance_mode` makes every pop answer 204 at once. Both live in
-`queen.system_state`. Reading them must not cost a round trip per request, so each worker
-process keeps a copy that a background thread refreshes every `refresh_s` (1 s): a switch
-made anywhere reaches every process within about a second, and the process that handled
-the POST sees it at once.
+`pop_maintenance_mode` makes every pop answer 204 at once (a waiting long poll too), and
+leaves every message where it is. Both live in `queen.system_state`.
+
+Reading them must not cost a round trip per request. The worker processes of one instance
+read them from one shared memory page (background/flags.py): a switch made through any
+worker holds in every worker of its instance before the POST is answered. Each process
+also reads the database every `refresh_s` (1 s) in the background, so a switch made through
+another instance reaches this one within about a second (a GET of the switch reads the
+database at once). Every value carries the version the database gave it (`maintenance_set`),
+and an older read never overwrites a newer switch.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import threading
 import time
 
+from queen_threads.background.flags import SharedFlags, maintenance_flags
 from queen_threads.db import Database
 from queen_threads.errors import QueenError
 
@@ -21,33 +27,33 @@ log = logging.getLogger("queen_threads.maintenance")
 
 PUSH_KEY = "maintenance_mode"
 POP_KEY = "pop_maintenance_mode"
+PUSH, POP = 0, 1  # their slots in the shared page
 
 
 class Maintenance:
-    """Cached view of the maintenance flags of one worker process."""
+    """The maintenance flags as this process sees them (its instance's shared page)."""
 
-    def __init__(self, db: Database, refresh_s: float = 1.0) -> None:
+    def __init__(
+        self, db: Database, refresh_s: float = 1.0, flags: SharedFlags | None = None
+    ) -> None:
         self.db = db
         self.refresh_s = refresh_s
-        self._push = False
-        self._pop = False
-        self._version = 0  # bumped by set(): a refresh that raced with it is discarded
-        self._lock = threading.Lock()
+        self.flags = flags if flags is not None else maintenance_flags()
+        self._memory = self.flags.memory  # read per request: one byte, no call
         self.refreshed_at: float | None = None  # time.time() of the last successful read
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     @property
     def push_on(self) -> bool:
-        return self._push
+        return self._memory[PUSH] == 1
 
     @property
     def pop_on(self) -> bool:
-        return self._pop
+        return self._memory[POP] == 1
 
     def refresh(self) -> bool:
         """Read both flags from the database; on failure keep the last known values."""
-        version = self._version
         try:
             row = self.db.row("maintenance_get")
         except QueenError as exc:
@@ -55,23 +61,21 @@ class Maintenance:
             return False
         if row is None:
             return False
-        with self._lock:
-            if version == self._version:
-                self._push, self._pop = bool(row[0]), bool(row[1])
-                self.refreshed_at = time.time()
+        push, pop, push_version, pop_version = row
+        self.flags.store(PUSH, bool(push), int(push_version))
+        self.flags.store(POP, bool(pop), int(pop_version))
+        self.refreshed_at = time.time()
         return True
 
     def set(self, key: str, enabled: bool) -> bool:
-        """Store a flag (raises DatabaseUnavailable when the database is down)."""
+        """Store a flag (raises DatabaseUnavailable when the database is down); every
+        worker of this instance reads the new value once this returns."""
         if key not in (PUSH_KEY, POP_KEY):
             raise ValueError(f"unknown maintenance flag {key!r}")
-        value = bool(self.db.value("maintenance_set", {"key": key, "enabled": enabled}))
-        with self._lock:
-            self._version += 1
-            if key == PUSH_KEY:
-                self._push = value
-            else:
-                self._pop = value
+        row = self.db.row("maintenance_set", {"key": key, "enabled": enabled})
+        assert row is not None  # INSERT ... RETURNING
+        value, version = bool(row[0]), int(row[1])
+        self.flags.store(PUSH if key == PUSH_KEY else POP, value, version)
         log.warning("%s switched %s", key, "on" if value else "off")
         return value
 

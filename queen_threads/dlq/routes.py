@@ -41,7 +41,7 @@ class DeadLetters:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.store.dlq(
-            **message_filters(req, DEFAULT_LIMIT),
+            **message_filters(req, resp, DEFAULT_LIMIT),
             group=name_param(req, "consumerGroup", "Consumer group"),
             error=error_filter(req),
         ))  # fmt: skip

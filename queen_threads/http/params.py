@@ -13,6 +13,7 @@ from queen_threads.errors import ValidationError
 from queen_threads.http.request import int_param, str_param
 
 MAX_LIMIT = 1000
+CLAMPED_HEADER = "Queen-Clamped-Parameters"
 MAX_OFFSET = 2**31 - 1
 MAX_TRANSACTION_ID = 1024
 FALSE_VALUES = ("false", "0")
@@ -24,9 +25,15 @@ MESSAGE_FILTERS = PAGE | TIME_RANGE | {"queue", "partition"}
 TRUE_VALUES = ("true", "1")
 
 
-def page(req: falcon.Request, default_limit: int) -> tuple[int, int]:
-    """(limit, offset) from the query string: limit 1..1000, offset >= 0."""
-    limit = int_param(req, "limit", default_limit, 1, MAX_LIMIT)
+def page(req: falcon.Request, resp: falcon.Response, default_limit: int) -> tuple[int, int]:
+    """(limit, offset) from the query string: limit >= 1, offset >= 0. The original server
+    answers any limit; one request here reads at most MAX_LIMIT rows, so a larger limit is
+    clamped and the answer says so: `Queen-Clamped-Parameters: limit=1000` (the limit used,
+    also in the answer's `pagination`)."""
+    limit = int_param(req, "limit", default_limit, 1)
+    if limit > MAX_LIMIT:
+        limit = MAX_LIMIT
+        resp.set_header(CLAMPED_HEADER, f"limit={MAX_LIMIT}")
     return limit, int_param(req, "offset", 0, 0, MAX_OFFSET)
 
 
@@ -92,9 +99,11 @@ class MessageFilters(TypedDict):
     offset: int
 
 
-def message_filters(req: falcon.Request, default_limit: int) -> MessageFilters:
+def message_filters(
+    req: falcon.Request, resp: falcon.Response, default_limit: int
+) -> MessageFilters:
     """The query parameters MESSAGE_FILTERS names: page, time range, queue, partition."""
-    limit, offset = page(req, default_limit)
+    limit, offset = page(req, resp, default_limit)
     start, end = time_range(req)
     return MessageFilters(
         queue=name_param(req, "queue", "Queue"),

@@ -7,7 +7,8 @@ included, and gives up on the connection when that block ends without a request.
 ``timeout_ctx`` is one ``gevent.Timeout(keepalive)`` for the wait *and* the head, so a
 client could trickle a header for the whole keep-alive bound. This worker overrides only
 methods gunicorn's own ``GeventWorker`` overrides (``init_process``, ``handle``,
-``timeout_ctx``, ``notify``), patches nothing, and always calls gunicorn's version:
+``timeout_ctx``, ``notify``), always calls gunicorn's version, and patches nothing but the
+parser's message class (below):
 
 - the first request's head must be complete ``head_timeout`` after the connection reached
   the worker: a silent connection and a trickled head are both closed then;
@@ -20,6 +21,11 @@ worker wraps whatever ``ssl_context`` hook is configured (gunicorn's public serv
 through ``cfg.set``) so that sockets are wrapped without a handshake, and ``handle`` does
 the handshake under the first request's deadline (gunicorn's own ``do_handshake()`` after
 it finds the handshake done).
+
+A request head that repeats ``Content-Type`` with one value (Queen's C++ client sends it
+twice) is read as one (``folding.py``: ``folding.install()`` sets gunicorn's
+``RequestParser.mesg_class``, in the worker process only); every other refusal of
+gunicorn's parser stands.
 
 When the worker stops (SIGTERM), an idle keep-alive connection is closed at the next
 heartbeat (``notify``) instead of holding the worker until GRACEFUL_TIMEOUT.
@@ -41,6 +47,8 @@ from typing import Any
 
 import gevent
 from gunicorn.workers.ggevent import GeventWorker
+
+from queen_threads.http import folding
 
 log = logging.getLogger("queen_threads.http")
 
@@ -160,6 +168,7 @@ class QueenGeventWorker(GeventWorker):
         self.idle_timeout = settings.idle_connection_timeout_s
         if self.cfg.is_ssl:
             self.cfg.set("ssl_context", handshake_in_handler(self.cfg.ssl_context))
+        folding.install()  # an identical repeated Content-Type is read as one
         super().init_process()
 
     def handle(self, listener: Any, client: Any, addr: Any) -> None:

@@ -45,6 +45,9 @@ def test_client_clear_queue_and_get_partitions(
     # consumable at once although a consumer had leased partition a for 300 s
     assert [m["data"] for m in out["after"]] == [{"n": "after"}]
     assert out["queue"]["options"]["maxSize"] == 100
+    # the queue's partitions as a list, as the original answers (queenctl's queue describe)
+    assert [p["name"] for p in out["queue"]["partitions"]] == ["Default", "a", "b"]
+    assert out["queue"]["partitionCount"] == 3
 
 
 def test_client_refresh_consumer_stats(client_run: ClientRun, unique: Callable[[str], str]) -> None:

@@ -5,6 +5,8 @@ from its sink queue with long polls, and compared with what the input must give.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -238,6 +240,48 @@ def test_idle_flush_emits_a_quiet_partitions_window_once_its_time_has_passed(
             assert await nothing_more(client, sink, wait_ms=600) == []
 
         await running(stream, query, client_server.url, check)
+
+    client_run(body)
+    assert state_keys(client_server.env["DATABASE_URL"], query) == []
+
+
+def test_idle_flush_closes_a_window_of_three_single_pushes(
+    client_run: ClientRun, client_server: ServerProcess, unique: Callable[[str], str]
+) -> None:
+    """The 0.15.0 SDK suite's own idle-flush case (issue 42): three single pushes (three
+    requests, three `createdAt`s) to one partition, a 1 s tumbling window flushed after
+    700 ms idle, batches of 50: one window holding all three (count 3, sum 21), closed by
+    the flush timer, as no later message closes it; on the session's shared server, after
+    whatever the other tests of this process left there.
+
+    The window is the second of each message's `createdAt` (processing time). Pushes that
+    straddle a second's boundary put the first message in a window of its own, which the
+    batch's later messages close at once: count 1, sum 7, no flush cycle, on any server
+    (the original too), which is what the issue saw. So the pushes start early in a
+    second: they take tens of milliseconds, and a push slow enough to cross it is what
+    this test exists to catch."""
+    src, sink, query = unique("sdk-quiet-src"), unique("sdk-quiet-sink"), unique("sdk-quiet")
+
+    async def body(client: Queen) -> None:
+        await client.queue(src).create()
+        into_second = time.time() % 1.0
+        if into_second > 0.3:  # a wall-clock boundary, not an event: nothing to await
+            await asyncio.sleep(1.0 - into_second)
+        for _ in range(3):
+            await client.queue(src).partition("quiet").push([{"data": {"v": 7}}])
+        stream = (
+            Stream.from_(client.queue(src))
+            .window_tumbling(seconds=1, idle_flush_ms=700)
+            .aggregate({"count": lambda d: 1, "sum": lambda d: d["v"]})
+            .to(client.queue(sink))
+        )
+
+        async def check() -> None:
+            out = await drain(client, sink, 1)
+            assert [(o["count"], o["sum"]) for o in out] == [(3, 21)]
+            assert await nothing_more(client, sink, wait_ms=800) == []
+
+        await running(stream, query, client_server.url, check, batch_size=50, reset=True)
 
     client_run(body)
     assert state_keys(client_server.env["DATABASE_URL"], query) == []

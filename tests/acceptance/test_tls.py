@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.acceptance.test_repeated_headers import push, refused, send
 from tests.support.rawhttp import read_answer
 from tests.support.server import ServerProcess
 from tests.support.tls import self_signed
@@ -110,3 +111,21 @@ def test_a_departed_tls_client_is_noticed_and_its_poll_withdrawn(
     )
     r = httpx.get(f"{tls_server.url}/api/v1/pop/queue/{q}", verify=tls_server.verify)
     assert r.status_code == 200 and r.json()["messages"][0]["data"] == 1
+
+
+def test_over_tls_an_identical_repeated_content_type_is_read_as_one_and_differing_refused(
+    tls_server: ServerProcess,
+) -> None:
+    """The repeated-header fold (queen_threads/http/folding.py) in the TLS worker too; the
+    plain cases: tests/acceptance/test_repeated_headers.py."""
+    q = f"tls-{uuid.uuid4().hex[:10]}"
+    json_type = "Content-Type: application/json"
+    sock = tls_connection(tls_server)
+    assert send(sock, push(q, json_type, json_type, "Content-Length: {n}"))[0] == 201
+    status, answer = send(
+        sock, push(q, json_type, "Content-Type: text/plain", "Content-Length: {n}")
+    )
+    assert (status, refused(answer)) == (400, "CONTENT-TYPE")
+    sock.close()
+    r = httpx.get(f"{tls_server.url}/api/v1/pop/queue/{q}?batch=5", verify=tls_server.verify)
+    assert r.status_code == 200 and len(r.json()["messages"]) == 1

@@ -58,7 +58,7 @@ def test_clear_removes_messages_and_what_belongs_to_them_and_keeps_the_queue(
 
     after = admin.get("/resources/queues/cq").json
     assert after["id"] == before["id"] and after["options"] == before["options"]
-    assert sorted(p["name"] for p in after["partitionDetails"]) == ["Default", "eu", "us"]
+    assert sorted(p["name"] for p in after["partitions"]) == ["Default", "eu", "us"]
     assert after["messages"] == {"total": 0, "pending": 0, "processing": 0, "completed": 0,
                                  "deadLettered": 0}  # fmt: skip
     assert sorted(after["consumerGroups"]) == ["__QUEUE_MODE__", "billing"]

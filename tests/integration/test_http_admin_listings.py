@@ -39,10 +39,13 @@ def test_queue_detail(admin: AdminApi) -> None:
     res = admin.get("/resources/queues/billing.invoices")
     assert res.status_code == 200
     body = res.json
-    assert body["name"] == "billing.invoices" and body["partitions"] == 3
+    assert body["name"] == "billing.invoices" and body["partitionCount"] == 3
     assert body["options"]["leaseTime"] == 30 and body["options"]["retryLimit"] == 0
-    parts = {p["name"]: p for p in body["partitionDetails"]}
+    # `partitions` is the list, as the original answers it (queenctl's `queue describe`)
+    parts = {p["name"]: p for p in body["partitions"]}
+    assert [p["name"] for p in body["partitions"]] == ["Default", "eu", "us"]
     assert parts["eu"]["messages"] == {"total": 3, "pending": 0, "processing": 1, "completed": 2}
+    assert parts["eu"]["stats"] == parts["eu"]["messages"]  # the original's name for them
     assert parts["us"]["messages"]["pending"] == 1
     assert parts["Default"]["messages"]["total"] == 0
     assert body["consumerGroups"] == ["__QUEUE_MODE__"]

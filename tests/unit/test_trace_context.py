@@ -3,6 +3,9 @@ telemetry is on (telemetry/config.py): pure functions, no database."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from queen_threads.telemetry.config import OtelConfig, database_name, from_env
@@ -100,8 +103,12 @@ def test_variables_asking_for_export_without_the_sdk_stop_the_server(
     service.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})  # installed here
     monkeypatch.setattr(service, "NEEDED", ("opentelemetry.not_installed",))
     service.check({})
-    with pytest.raises(ConfigError, match=r"pip install 'queen-threads\[otel\]'"):
+    with pytest.raises(ConfigError) as refused:
         service.check({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c"})
+    # from this checkout: the exact command, into the environment the server runs in
+    root = Path(__file__).resolve().parents[2]
+    command = f"{sys.executable} -m pip install -e '{root}[otel]'"
+    assert command in str(refused.value) and "scripts/serve installs it" in str(refused.value)
 
 
 def test_what_a_messaging_answer_says_for_its_span() -> None:

@@ -119,7 +119,7 @@ class QueueMessages:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, queue: str) -> None:
         name = v.name(queue, "Queue")
-        limit, offset = page(req, 50)
+        limit, offset = page(req, resp, 50)
         body = self.admin.messages(
             queue=name, partition=None, namespace=None, task=None, status=None,
             from_ts=None, to_ts=None, limit=limit, offset=offset,

@@ -49,7 +49,7 @@ class Partitions:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, 100)
+        limit, offset = page(req, resp, 100)
         media(resp, self.store.partitions(**scope_filters(req), limit=limit, offset=offset))
 
 

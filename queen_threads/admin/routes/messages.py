@@ -46,7 +46,7 @@ class MessageList:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         media(resp, self.store.messages(
-            **message_filters(req, DEFAULT_LIMIT),
+            **message_filters(req, resp, DEFAULT_LIMIT),
             namespace=namespace_filter(req),
             task=name_param(req, "task", "Task"),
             status=status_filter(req),

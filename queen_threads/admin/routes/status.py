@@ -66,7 +66,7 @@ class Status(_Status):
 class StatusQueues(_Status):
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         w = window(req)
-        limit, offset = page(req, 100)
+        limit, offset = page(req, resp, 100)
         filters = {
             "namespace": name_param(req, "namespace", "Namespace"),
             "task": name_param(req, "task", "Task"),

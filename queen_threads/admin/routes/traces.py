@@ -41,7 +41,7 @@ class TracesByName:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        limit, offset = page(req, 100)
+        limit, offset = page(req, resp, 100)
         media(resp, self.store.traces_by_name(body.trace_name(name), limit, offset))
 
 
@@ -50,5 +50,5 @@ class TraceNames:
         self.store = store
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        limit, offset = page(req, 50)
+        limit, offset = page(req, resp, 50)
         media(resp, self.store.trace_names(limit, offset))

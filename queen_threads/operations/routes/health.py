@@ -1,4 +1,6 @@
-"""GET /health: database state, 200 when connected, 503 when not."""
+"""GET /health: database state, 200 when connected, 503 when not; the maintenance switches
+as this process holds them (`maintenance_mode`, `pop_maintenance_mode`, as the original
+server names them)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 
 import falcon
 
+from queen_threads.background.maintenance import Maintenance
 from queen_threads.db import Database
 from queen_threads.http.request import media
 
@@ -24,6 +27,7 @@ class Health:
         version: str,
         schema_ready: threading.Event,
         schema_ready_now: Callable[[], bool],
+        maintenance: Maintenance,
     ) -> None:
         self.db = db
         self.port = port
@@ -31,6 +35,7 @@ class Health:
         self.version = version
         self.schema_ready = schema_ready
         self.schema_ready_now = schema_ready_now
+        self.maintenance = maintenance
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         connected = self.db.ping()
@@ -43,6 +48,8 @@ class Health:
             "schema": "ready"
             if (self.schema_ready_now() if connected else self.schema_ready.is_set())
             else "pending",
+            "maintenance_mode": self.maintenance.push_on,
+            "pop_maintenance_mode": self.maintenance.pop_on,
         }
         if not connected:
             body["error"] = self.db.pool.last_error or "database unavailable"
