@@ -249,6 +249,20 @@ BEGIN
 END;
 $$;
 
+-- A batch function's argument: a JSON array, or one object taken as an array of it; else
+-- an error (22023) naming the function and its argument.
+CREATE OR REPLACE FUNCTION queen._sql_array(p jsonb, p_what text) RETURNS jsonb
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF jsonb_typeof(p) = 'object' THEN
+        RETURN jsonb_build_array(p);
+    ELSIF p IS NULL OR jsonb_typeof(p) <> 'array' THEN
+        RAISE EXCEPTION 'queen.% must be a JSON array', p_what USING ERRCODE = '22023';
+    END IF;
+    RETURN p;
+END;
+$$;
+
 -- `produce`'s items as the push takes them: the fields a producer names (queue, partition,
 -- payload, transactionId, traceId, namespace, task), without those that are the server's
 -- (producerSub comes from a verified token, isEncrypted from the server's key,
@@ -294,14 +308,11 @@ LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp
 SET queen.server_wakes = 'on' SET queen.commit_wakes = 'push' AS $$
 DECLARE
-    v_items jsonb := CASE jsonb_typeof($1) WHEN 'object' THEN jsonb_build_array($1) ELSE $1 END;
+    v_items jsonb := queen._sql_array($1, 'produce: items');
     v_res   json;
     v_out   jsonb;
     v_enc   text;
 BEGIN
-    IF v_items IS NULL OR jsonb_typeof(v_items) <> 'array' THEN
-        RAISE EXCEPTION 'queen.produce: items must be a JSON array' USING ERRCODE = '22023';
-    END IF;
     IF jsonb_array_length(v_items) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;

@@ -83,16 +83,12 @@ CREATE OR REPLACE FUNCTION queen.consume(requests jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp SET queen.commit_wakes = 'on' AS $$
 DECLARE
-    v_reqs jsonb := CASE jsonb_typeof($1) WHEN 'object'
-                         THEN jsonb_build_array($1) ELSE $1 END;
+    v_reqs jsonb := queen._sql_array($1, 'consume: requests');
     v_out  jsonb := '[]'::jsonb;
     v_req  jsonb;
     v_res  jsonb;
     v_n    integer;
 BEGIN
-    IF v_reqs IS NULL OR jsonb_typeof(v_reqs) <> 'array' THEN
-        RAISE EXCEPTION 'queen.consume: requests must be a JSON array' USING ERRCODE = '22023';
-    END IF;
     FOR v_req, v_n IN
         SELECT e, (o.n - 1)::integer FROM jsonb_array_elements(v_reqs) WITH ORDINALITY AS o(e, n)
     LOOP
@@ -182,12 +178,8 @@ CREATE OR REPLACE FUNCTION queen.commit(acks jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp SET queen.commit_wakes = 'on' AS $$
 DECLARE
-    v_acks jsonb := CASE jsonb_typeof($1) WHEN 'object'
-                         THEN jsonb_build_array($1) ELSE $1 END;
+    v_acks jsonb := queen._sql_array($1, 'commit: acks');
 BEGIN
-    IF v_acks IS NULL OR jsonb_typeof(v_acks) <> 'array' THEN
-        RAISE EXCEPTION 'queen.commit: acks must be a JSON array' USING ERRCODE = '22023';
-    END IF;
     RETURN queen.ack_messages_v2(
         (SELECT coalesce(jsonb_agg(queen._sql_ack_item(e) ORDER BY o.n), '[]'::jsonb)
            FROM jsonb_array_elements(v_acks) WITH ORDINALITY AS o(e, n)));
@@ -255,12 +247,8 @@ CREATE OR REPLACE FUNCTION queen.renew(leases jsonb) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
 DECLARE
-    v_leases jsonb := CASE jsonb_typeof($1) WHEN 'object'
-                           THEN jsonb_build_array($1) ELSE $1 END;
+    v_leases jsonb := queen._sql_array($1, 'renew: leases');
 BEGIN
-    IF v_leases IS NULL OR jsonb_typeof(v_leases) <> 'array' THEN
-        RAISE EXCEPTION 'queen.renew: leases must be a JSON array' USING ERRCODE = '22023';
-    END IF;
     RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
                        'leaseId', r -> 'leaseId', 'success', r -> 'success',
                        'expiresAt', r -> 'expiresAt', 'error', r -> 'error') ORDER BY o.n),

@@ -121,12 +121,13 @@ END;
 $$;
 REVOKE ALL ON FUNCTION queen.lag(text, text) FROM PUBLIC;
 
+-- depth: another name of lag (the contract has both).
 CREATE OR REPLACE FUNCTION queen.depth(queue text, consumer_group text DEFAULT '__QUEUE_MODE__')
 RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = queen_clock, pg_catalog, pg_temp AS $$
 BEGIN
-    RETURN queen._sql_backlog($1, $2, false);
+    RETURN queen.lag($1, $2);
 END;
 $$;
 REVOKE ALL ON FUNCTION queen.depth(text, text) FROM PUBLIC;

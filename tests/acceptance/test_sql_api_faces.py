@@ -9,7 +9,6 @@ waiter here answered only at its next backoff pop, seconds late)."""
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 import uuid
@@ -21,7 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_long_poll import SLOW_POLLING, Waiter
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, all_started
 from tests.support.sql_api import SqlFace
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
@@ -32,13 +31,9 @@ WAKE_WITHIN_S = 2.0  # commit -> long poll answered on another instance (backoff
 @pytest.fixture(scope="module")
 def instances(module_dsn: str) -> Iterator[list[ServerProcess]]:
     """Two servers (2 and 1 worker processes) on one database, polling slowly."""
-    servers = [ServerProcess(module_dsn, workers=n, **SLOW_POLLING) for n in (2, 1)]
-    with contextlib.ExitStack() as stack:
-        for srv in servers:
-            srv.spawn()
-            stack.callback(srv.stop)
-        for srv in servers:
-            srv.wait_healthy()
+    with all_started(
+        [ServerProcess(module_dsn, workers=n, **SLOW_POLLING) for n in (2, 1)]
+    ) as servers:
         yield servers
 
 

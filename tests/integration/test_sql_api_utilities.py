@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import psycopg2
 import pytest
 
 from tests.support.sql_api import Listener, SqlFace
@@ -179,3 +180,10 @@ def test_uuid_v7_helpers(app: SqlFace) -> None:
     assert app.one("SELECT queen.uuid_v7_to_timestamptz(%s)", low) == at
     made = app.one("SELECT queen.uuid_generate_v7_at(%s)", at)
     assert made >= low and app.one("SELECT queen.uuid_v7_to_timestamptz(%s)", made) == at
+
+
+def test_a_batch_function_refuses_what_is_not_an_array_or_object(app: SqlFace) -> None:
+    for fn in ("produce", "consume", "commit", "renew", "transaction"):
+        with pytest.raises(psycopg2.errors.InvalidParameterValue, match=f"queen.{fn}"):
+            app.one(f"SELECT queen.{fn}('5')")
+    assert app.call("produce", []) == [] and app.call("consume", []) == []
