@@ -6,7 +6,7 @@
 -- worker that holds it (router statements), as the HTTP face's delegated calls do in one
 -- round trip. Their wake-ups at commit are the coordinator's: queen.commit_wakes is a table
 -- of the coordinator (migration 0027), and a produce records its wake-ups there
--- (queen._sql_push). The trigger that carries a produce's wake-ups on plain PostgreSQL
+-- (queen._sql_citus_wakes). The trigger that carries a produce's wake-ups on plain PostgreSQL
 -- fires on the shards of queen.partition_lookup, on the workers, where nobody listens: it
 -- goes.
 SET LOCAL citus.enable_unsafe_triggers = on;

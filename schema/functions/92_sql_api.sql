@@ -116,22 +116,15 @@ END;
 $$;
 REVOKE ALL ON FUNCTION queen.trg_partition_lookup_sql_wakes() FROM PUBLIC;
 
--- A produce's push: the HTTP face's (queen._push_retrying), by the partition's id when the
--- caller knows it (the server's push_partition_v2 path; a NULL answer, a capped queue or a
--- partition gone, runs the general push). The produce functions run it with
--- queen.server_wakes = 'on' and queen.commit_wakes = 'push': the push sends no wake-up
--- itself, and on plain PostgreSQL its partitions' newest-message writes carry them to the
--- commit (queen.trg_partition_lookup_sql_wakes). On Citus, where those writes are the workers',
--- they are recorded here for queen._wake_at_commit.
-CREATE OR REPLACE FUNCTION queen._sql_push(p_items jsonb, p_pid uuid) RETURNS json
+-- A produce's push is the HTTP face's (queen._push_retrying), run with
+-- queen.server_wakes = 'on' and queen.commit_wakes = 'push' (the produce functions' own
+-- settings): it sends no wake-up itself, and on plain PostgreSQL its partitions'
+-- newest-message writes carry them to the commit (queen.trg_partition_lookup_sql_wakes).
+-- On Citus, where those writes are the workers', they are recorded here, for
+-- queen._wake_at_commit on the coordinator.
+CREATE OR REPLACE FUNCTION queen._sql_citus_wakes(p_items jsonb) RETURNS void
 LANGUAGE plpgsql AS $$
-DECLARE
-    v_res json;
 BEGIN
-    IF p_pid IS NOT NULL THEN
-        v_res := queen._push_retrying(p_items, true, p_pid);
-    END IF;
-    v_res := coalesce(v_res, queen._push_retrying(p_items, true));
     IF to_regclass('pg_catalog.pg_dist_partition') IS NOT NULL THEN
         PERFORM queen._wake_at_commit(jsonb_build_object(
                     'kind', 'push', 'queue', q.name, 'partition', x.pn,
@@ -141,7 +134,6 @@ BEGIN
                    FROM jsonb_array_elements(p_items) e) x
            JOIN queen.queues q ON q.name = x.qn;
     END IF;
-    RETURN v_res;
 END;
 $$;
 
@@ -156,7 +148,7 @@ END;
 $$;
 
 -- One message (produce_one, produce_full, produce_notify): stored by the HTTP face's push
--- (queen._sql_push), or scheduled as a timer when delay_until is still to come
+-- (queen._push_retrying), or scheduled as a timer when delay_until is still to come
 -- (queen._sql_produce_later). A queue that does not exist yet is created with
 -- p_namespace/p_task when given (queen.configure_queue_v1), else as a push creates it. A
 -- failed item (a full queue) is an error: the caller's transaction keeps nothing.
@@ -169,6 +161,7 @@ DECLARE
     v_part text := coalesce(nullif(p_partition, ''), 'Default');
     v_enc  boolean;
     v_pid  uuid;
+    v_items jsonb;
     r      jsonb;
 BEGIN
     SELECT q.encryption_enabled, p.id INTO v_enc, v_pid
@@ -186,9 +179,14 @@ BEGIN
           FROM queen._sql_produce_later(p_queue, p_payload, v_part, v_pid, p_txn,
                                         p_delay_until) l;
     ELSE
-        r := (queen._sql_push(jsonb_build_array(jsonb_build_object(
-                  'queue', p_queue, 'partition', v_part, 'transactionId', p_txn,
-                  'payload', coalesce(p_payload, 'null'::jsonb))), v_pid) -> 0)::jsonb;
+        -- (by the partition's id when it exists, as the server's push_partition_v2: a NULL
+        -- answer, a capped queue or a partition gone, runs the general push)
+        v_items := jsonb_build_array(jsonb_build_object(
+                       'queue', p_queue, 'partition', v_part, 'transactionId', p_txn,
+                       'payload', coalesce(p_payload, 'null'::jsonb)));
+        r := (coalesce(queen._push_retrying(v_items, true, v_pid),
+                       queen._push_retrying(v_items, true)) -> 0)::jsonb;
+        PERFORM queen._sql_citus_wakes(v_items);
         IF r ->> 0 NOT IN ('queued', 'duplicate') THEN
             IF r ->> 5 = 'encryption_key_missing' THEN
                 PERFORM queen._sql_refuse_encrypted(p_queue);
@@ -317,7 +315,8 @@ BEGIN
         RETURN '[]'::jsonb;
     END IF;
     v_items := queen._sql_produce_items(v_items);
-    v_res := queen._sql_push(v_items, NULL);
+    v_res := queen._push_retrying(v_items, true);
+    PERFORM queen._sql_citus_wakes(v_items);
     -- (the compact answer holds statuses, ids and error texts: a failed item says "failed")
     IF strpos(v_res::text, '"failed"') = 0 THEN
         SELECT jsonb_agg(x) INTO v_out

@@ -33,7 +33,7 @@ CREATE CONSTRAINT TRIGGER commit_wakes_send
 --    message (queen.partition_lookup) anyway, and this trigger, deferred to the commit,
 --    wakes the long polls waiting for that partition's queue (its function is in 92_sql_api.sql):
 --    no row of its own to write. Only for the writes of a push run with
---    queen.commit_wakes = 'push' (queen._sql_push): the server's pushes never queue an
+--    queen.commit_wakes = 'push' (the produce functions): the server's pushes never queue an
 --    event. On Citus the table is distributed and its triggers fire on the workers, where
 --    the servers do not listen: there a produce's wake-ups go through queen.commit_wakes
 --    (schema/citus/70_sql_api.sql drops this trigger).
