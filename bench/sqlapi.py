@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 import psycopg2
 import psycopg2.extensions
+import psycopg2.extras
 
 from bench.common import BenchError, Context, Figure, RunResult, configure, expect, log, now
 from bench.httpclient import close_all
@@ -58,6 +59,8 @@ class Backend:
     def __init__(self, dsn: str) -> None:
         self.conn = psycopg2.connect(dsn, application_name="bench-sqlapi")
         self.conn.autocommit = True
+        # answers stay text, as the HTTP requests' bodies do (the client's parse not timed)
+        psycopg2.extras.register_default_jsonb(self.conn, loads=lambda text: text)
         self.cur = self.conn.cursor()
         self.cur.execute("SELECT pg_backend_pid()")
         row = self.cur.fetchone()
