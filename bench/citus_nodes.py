@@ -104,6 +104,7 @@ class PlainPostgres(CitusCluster):
     Citus (the same `initdb`, user and start as the cluster helper's nodes)."""
 
     NODE = "plain"
+    SETTINGS = PLAIN_SETTINGS
 
     def start(self) -> str:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -116,7 +117,7 @@ class PlainPostgres(CitusCluster):
             if proc.returncode != 0:
                 raise RuntimeError(f"initdb of plain PostgreSQL failed: {err.strip()}")
         self.ports[self.NODE] = free_port()
-        lines = [f"{k} = {v}" for k, v in PLAIN_SETTINGS.items()]
+        lines = [f"{k} = {v}" for k, v in self.SETTINGS.items()]
         (data / "postgresql.auto.conf").write_text(
             "\n".join([*lines, f"port = {self.ports[self.NODE]}"]) + "\n"
         )

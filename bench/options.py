@@ -6,8 +6,8 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "r", "s",
-    "t", "u", "w", "x", "y", "z",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+    "s", "t", "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
@@ -15,6 +15,7 @@ SCENARIOS = (
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
+# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own);
 # (o) Queen's SQL API against the HTTP push (needs the server's database).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 # (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
@@ -115,6 +116,7 @@ class Sizes:
     mixed_idle_partitions: int = 0  # (x): partitions of another queue in the database first
     mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
     mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
+    mixed_baseline: bool = False  # (x): --baseline's server is a side of every step too
     mixed_long_rate: float = 800.0  # (y): msg/s asked
     mixed_long_s: float = 600.0  # (y): production time
     mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
@@ -125,6 +127,11 @@ class Sizes:
     scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
+    sqlcost_calls: int = 200  # (q): timed pushes of each kind per round (pops: a quarter)
+    sqlcost_count_calls: int = 10  # (q): calls of each kind counted by pg_stat_statements
+    sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
+    sqlcost_rounds: int = 6  # (q): rounds per size (the sides alternate which goes first)
+    sqlcost_baseline: str | None = None  # (q): another checkout, measured beside this one
     sqlapi_calls: int = 600  # (o): calls of each single kind (in blocks of 20)
     sqlapi_batch: int = 1000  # (o): items of a produce, and of the batched push
     sqlapi_batch_calls: int = 40  # (o): calls of each batch kind
@@ -173,6 +180,9 @@ QUICK = Sizes(
     mixed_long_edge_s=10.0,
     scale_prefill=5_000,
     scale_count_requests=5,
+    sqlcost_calls=120,
+    sqlcost_count_calls=5,
+    sqlcost_rounds=2,
 )
 
 
@@ -198,6 +208,9 @@ class Options:
     ceilings: bool
     keep: bool
     argv: tuple[str, ...]
+    original_run: str | None = None  # (x): start the original server from this run script
+    baseline: str | None = None  # another checkout, measured beside this one
+    cpu_profile: str | None = None  # the started server's CPU-time stacks go to this folder
 
     @property
     def start_server(self) -> bool:
@@ -296,12 +309,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenarios",
         type=_scenarios,
         default=DEFAULT_SCENARIOS,
-        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,r,s,t,u,w,x,y,z (default: all but i,"
+        help="comma list of a,b,c,d,e,f,g,h,i,j,k,l,m,n,p,q,r,s,t,u,w,x,y,z (default: all but i,"
         " which starts a second server, j, which fills the database with a week of analytics, the"
         " streams scenarios k and l, m, key/value and locks, p, the pop autopilot's comparison,"
         " r, reads by offset, s, the streaming SDK, t, timers, u, ephemeral queues, w,"
         " retry redelivery lateness, n, partitions scaling, x, mixed load, and y, mixed load"
-        " for 10 minutes with the server's memory, and z, Citus against plain PostgreSQL 15)",
+        " for 10 minutes with the server's memory, z, Citus against plain PostgreSQL 15, and q,"
+        " the SQL cost per call of push, pop and ack)",
     )
     p.add_argument(
         "--ceilings",
@@ -392,6 +406,19 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="(z): messages in the pop + ack queue of each side (20,000, quick 5,000)",
     )
+    p.add_argument(
+        "--sqlcost-baseline",
+        help="(q): a checkout of another revision (e.g. `git worktree add /tmp/base main`),"
+        " migrated into a database of its own and measured beside this one, alternating",
+    )
+    p.add_argument(
+        "--sqlcost-calls", type=_positive_int, help="(q): timed pushes per kind and round (200)"
+    )
+    p.add_argument(
+        "--sqlcost-partitions",
+        type=_positive_int,
+        help="(q): partitions of another queue added for the large size (10,000)",
+    )
     p.add_argument("--seed", type=int, default=6, help="random seed (pre-waits of (d))")
     p.add_argument(
         "--database-url", help="with --url: the server's database, for version and settings"
@@ -434,6 +461,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU (%% of one core) of other processes that counts as quiet (25)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    p.add_argument(
+        "--cpu-profile",
+        metavar="DIR",
+        help="sample the started server's workers by CPU time (SIGPROF, bench/cpu_profile_conf.py)"
+        " over the whole run; their stacks go to DIR and a summary to the report",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also start the server of the checkout at DIR (e.g. a `git worktree` of the"
+        " commit before a change) on a database of its own of the same PostgreSQL, and run"
+        " every run of every scenario against both, the side that goes first alternating"
+        " ((x): step by step); not with --url",
+    )
+    p.add_argument(
+        "--original",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="RUN",
+        help="(x): start the original Queen server (its run script, default"
+        " ../shared/original/run) on a fresh database of the same PostgreSQL and run every"
+        " step against it too, the sides alternating",
+    )
     return p
 
 
@@ -470,6 +521,9 @@ def parse_args(argv: list[str]) -> Options:
         ("mixed_long_duration", "mixed_long_s"),
         ("scale_ops", "scale_ops"),
         ("scale_prefill", "scale_prefill"),
+        ("sqlcost_baseline", "sqlcost_baseline"),
+        ("sqlcost_calls", "sqlcost_calls"),
+        ("sqlcost_partitions", "sqlcost_partitions"),
     ):
         value = getattr(ns, flag)
         if value is not None:
@@ -477,6 +531,10 @@ def parse_args(argv: list[str]) -> Options:
     sizes = replace(sizes, **overrides)  # type: ignore[arg-type]
     if ns.url is None and (ns.server_pid or ns.pg_pid or ns.database_url):
         parser.error("--server-pid, --pg-pid and --database-url go with --url")
+    if ns.url is not None and ns.cpu_profile:
+        parser.error("--cpu-profile samples the server the bench starts: not with --url")
+    if ns.url is not None and ns.baseline:
+        parser.error("--baseline starts both servers itself: not with --url")
     return Options(
         url=ns.url.rstrip("/") if ns.url else None,
         workers=ns.workers,
@@ -498,4 +556,7 @@ def parse_args(argv: list[str]) -> Options:
         ceilings=ns.ceilings if ns.ceilings is not None else not ns.quick,
         keep=ns.keep,
         argv=tuple(argv),
+        original_run=ns.original,
+        baseline=ns.baseline,
+        cpu_profile=ns.cpu_profile,
     )

@@ -5,8 +5,9 @@ key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
 (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
 issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run, and
-issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md), and
-issue 43's (o) Queen's SQL API against the HTTP push (docs/sql.md)."""
+issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md),
+issue 41's (q) SQL cost per call of push, pop and ack, and issue 43's (o) Queen's SQL API
+against the HTTP push (docs/sql.md)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from bench import (
     reads,
     sdk,
     sqlapi,
+    sqlcost,
     streams,
     timers,
 )
@@ -93,6 +95,9 @@ SCENARIOS: dict[str, Scenario] = {
             "ephemeral against durable push/pop",
             ephemeral.ephemeral_figures,
             ephemeral.ephemeral_vs_durable,
+        ),
+        Scenario(
+            "q", "SQL cost per call: push, pop, ack", sqlcost.sqlcost_figures, sqlcost.sql_cost
         ),
         Scenario(
             "z",

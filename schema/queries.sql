@@ -63,13 +63,13 @@ SELECT results::text, wake_epoch FROM queen.push_messages_v4(%s::jsonb);
 -- A push whose items all name one partition whose id the server knows (QueueStore.push):
 -- the epoch of queen.wake_interest (as for push_messages), then the compact answer, or NULL
 -- when the function declined (nothing written; the server pushes with push_messages).
-SELECT queen._wake_epoch(), queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen._wake_epoch(), queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: push_partition_delegated
 -- The same on Citus: the call alone, so that Citus delegates it to the node that holds
 -- the partition (schema/citus/30_push.sql); the epoch comes after its commit
 -- (wake_epoch, queen_threads/db/citus.py).
-SELECT queen.push_partition_v2(%s::uuid, %s::text);
+SELECT queen.push_partition_v3(%s::uuid, %s::text);
 
 -- name: partition_id
 -- On Citus, before the delegated push of a partition the server has no id for: its id,
@@ -107,23 +107,6 @@ SELECT queen.renew_partition_v1(%s::uuid, %s::jsonb);
 -- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py);
 -- with the epoch of queen.wake_interest, as for a push.
 SELECT results::text, wake_epoch FROM queen.ack_messages_v3(%s::jsonb);
-
--- name: wake_batch
--- This process's wake-ups for the other processes waiting for them, after its commits.
-SELECT queen.wake_batch_v2(%s::jsonb)::text;
-
--- name: wake_interest
--- This process's long polls want wake-ups for these selectors (wake/interest.py).
-SELECT queen.wake_interest_v1(%s::jsonb)::text;
-
--- name: wake_interest_read
--- The other processes' live interest rows, and who waits, as a notifier keeps them
--- (wake/targets.py).
-SELECT queen.wake_interest_read_v2(%s)::text;
-
--- name: wake_interest_withdraw
--- This process waits for nothing any more (shutdown).
-SELECT queen.wake_interest_withdraw_v1(%s)::text;
 
 -- name: execute_transaction
 SELECT queen.execute_transaction_v2(%s::jsonb)::text;

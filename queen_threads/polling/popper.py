@@ -30,7 +30,8 @@ class PopResult:
     backoff. None: nothing is due later. ``contended``: the pop found a candidate held by
     a concurrent transaction (another pop taking a lease, an ack) whose outcome it could
     not see, so its due time may miss a lease: the worker pops again after the backoff's
-    base interval to learn it.
+    base interval to learn it. ``partitions``: the partitions the messages came from, when
+    the popper knows them (the registry's linger hints of those are served).
     """
 
     request_id: str
@@ -41,6 +42,7 @@ class PopResult:
     wake_after: float | None = None
     due_in: float | None = None
     contended: bool = False
+    partitions: tuple[str, ...] = ()  # where the messages came from (linger's hints)
 
     @property
     def has_messages(self) -> bool:

@@ -154,19 +154,22 @@ class PollWorker(Generic[IntentionT]):
             if head is None:
                 return
             self._count(rounds=1)
-            had_messages, empty = self._drain(key, [head])
-            self._record(key, had_messages, now, empty)
+            taken: set[str] = set()
+            had_messages, empty = self._drain(key, [head], now, taken)
+            self._record(key, had_messages, now, empty, taken)
         finally:
             registry.unmark_in_flight(key)
 
     def _drain(
-        self, key: GroupingKey, first: Sequence[IntentionT]
+        self, key: GroupingKey, first: Sequence[IntentionT], since: float, taken: set[str]
     ) -> tuple[bool, PopResult | None]:
         """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
         (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
         with thousands of idle waiters costs one small call per round, not one call
         carrying every waiter. Each chunk's delivered intentions leave the registry, so
-        the next chunk starts where this one ended, and the rest stay registered.
+        the next chunk starts where this one ended, and the rest stay registered. A
+        lingering group (linger.py) pops only for as many more as it has ripe partitions;
+        the others wait until theirs are. ``taken`` collects the partitions delivered from.
 
         Returns whether anything was delivered and the empty result that ended the drain
         (its hints: ``wake_after``, only meaningful when nothing was delivered, and the
@@ -183,22 +186,32 @@ class PollWorker(Generic[IntentionT]):
             self._count(pops=len(results))
             delivered = [result for result in results if result.has_messages]
             for result in delivered:
+                taken.update(result.partitions)
                 self._deliver(result)
             delivered_any = delivered_any or bool(delivered)
             if len(delivered) < len(chunk) or self._stopping.is_set():
                 # An empty pop: the group has nothing more now.
                 return delivered_any, next((r for r in results if not r.has_messages), None)
-            chunk = self._registry.intentions_for(key, min(GROUP_CHUNK_MAX, 4 * len(chunk)))
+            size = min(GROUP_CHUNK_MAX, 4 * len(chunk))
+            ripe = self._registry.linger_more(key, taken, since)
+            if ripe is not None:
+                size = min(size, ripe)
+            chunk = self._registry.intentions_for(key, size) if size else []
         return delivered_any, None
 
     def _record(
-        self, key: GroupingKey, had_messages: bool, now: float, empty: PopResult | None
+        self,
+        key: GroupingKey,
+        had_messages: bool,
+        now: float,
+        empty: PopResult | None,
+        taken: set[str],
     ) -> None:
         """Record a round's outcome with the hints of the empty result that ended it: its
         ``wake_after``, and its due time as the group's timer (a contended pop: the
         backoff's base interval, within which a concurrent lease has committed)."""
         if empty is None:
-            self._registry.record_round(key, had_messages, now)
+            self._registry.record_round(key, had_messages, now, taken=taken)
             return
         timer = None
         if empty.due_in is not None or empty.contended:
@@ -209,7 +222,7 @@ class PollWorker(Generic[IntentionT]):
                 retry = back + self._registry.policy.base_ms / 1000.0
                 timer = retry if timer is None else min(timer, retry)
             self._count(timers=1)
-        self._registry.record_round(key, had_messages, now, empty.wake_after, timer)
+        self._registry.record_round(key, had_messages, now, empty.wake_after, timer, taken)
 
     def _poll_many(self, keys: Sequence[GroupingKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
@@ -283,10 +296,14 @@ class PollWorker(Generic[IntentionT]):
         for (key, _), result in zip(groups, results, strict=False):
             had_messages = result.has_messages
             empty: PopResult | None = result
+            taken: set[str] = set()
             if had_messages:
+                taken.update(result.partitions)
                 self._deliver(result)
-                _, empty = self._drain(key, registry.intentions_for(key, 4))
-            self._record(key, had_messages, now, empty)
+                size = registry.linger_more(key, taken, now)
+                more = registry.intentions_for(key, 4 if size is None else min(4, size))
+                _, empty = self._drain(key, more, now, taken)
+            self._record(key, had_messages, now, empty, taken)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)
@@ -434,16 +451,18 @@ class PollWorkerPool(Generic[IntentionT]):
         task: str | None = None,
         source: str = "push",
         at: float | None = None,
+        count: int = 1,
     ) -> set[int]:
         """Messages may be available: reset matching groups' backoff and wake their owners.
 
         Call on push (``group`` None), on an ack that frees a partition (``group`` set),
         and for LISTEN/NOTIFY and peer notifications. ``at``, the push's wall-clock time
         when known, lets groups with a later wake hint sleep on (see
-        :meth:`PollIntentionRegistry.reset_matching`). Returns the shards woken.
+        :meth:`PollIntentionRegistry.reset_matching`). ``count``: how many messages the push
+        stored there (linger's hints). Returns the shards woken.
         """
         shards = self.registry.reset_matching(
-            queue, partition, group, namespace=namespace, task=task, at=at
+            queue, partition, group, namespace=namespace, task=task, at=at, count=count
         )
         self.wake(shards, source)
         return shards

@@ -9,7 +9,8 @@ from typing import Any
 
 import orjson
 
-from queen_threads.polling import PollIntention, PopResult
+from queen_threads.polling import PopResult
+from queen_threads.queue.intention import PollIntention
 from queen_threads.queue.store import QueueStore
 
 
@@ -96,6 +97,7 @@ class DbPopper:
                         result_body(result),
                         lease_ids_of(result),
                         len(messages),
+                        partitions=tuple({m.get("partition") or "" for m in messages}),
                     )
                 )
             else:

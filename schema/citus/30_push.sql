@@ -31,14 +31,16 @@ END;
 $citus$;
 
 -- One partition's push runs on the node that holds the partition: calls of
--- queen.push_partition_v2(partition_id, items) made by the client (the server; v1 for the
--- previous release's servers during an upgrade) are
+-- queen.push_partition_v3(partition_id, items) made by the client (the server; v1 and v2
+-- for the previous releases' servers during an upgrade) are
 -- delegated by their first argument, in one round trip. (Only a call the client makes is
 -- delegated, not one from inside another function.) Every function it reaches exists on
 -- every node (Citus propagates the schema's functions).
 SELECT create_distributed_function('queen.push_partition_v1(uuid,jsonb)', '$1',
                                    colocate_with := 'queen.messages');
 SELECT create_distributed_function('queen.push_partition_v2(uuid,text)', '$1',
+                                   colocate_with := 'queen.messages');
+SELECT create_distributed_function('queen.push_partition_v3(uuid,text)', '$1',
                                    colocate_with := 'queen.messages');
 
 -- The newest message per partition is kept by the statement trigger of PostgreSQL (its

@@ -15,17 +15,19 @@ BEGIN
          WHERE p.pronamespace = 'queen'::regnamespace
            AND p.proname = ANY (ARRAY[
                -- pop_partition_v1
-               '_pop_one', '_pop_scope', '_conflation', '_cursor_row', '_cursor_rows',
+               '_pop_one', '_pop_scope', '_pop_scope_steps', '_pop_answer_extras',
+               '_conflation', '_cursor_row', '_cursor_rows',
                '_cursor_rows_registered',
                '_registration_lock', '_ensure_subscription', '_subscription_start',
                '_pop_autopilot', '_autopilot', '_pop_ready_count', '_pop_active_leases',
-               '_pop_take', '_pop_due', '_jint', '_jbool', '_try_uuid', '_try_timestamptz',
+               '_pop_take', '_pop_take_with', '_pop_due', '_jint', '_jbool', '_try_uuid',
+               '_try_timestamptz',
                '_iso_us', '_iso_ms',
                -- ack_partition_v1
-               'ack_messages_v2', '_ack_items', '_ack_rows', '_ack_messages_of',
+               'ack_messages_v2', '_ack_items', '_ack_resolve', '_ack_messages_of',
                '_ack_implicit', '_ack_nack', '_ack_dead_letter', '_ack_schedule_retry',
                '_ack_batch_done', '_ack_flush', '_ack_committed', '_pc_after_nack',
-               '_pc_apply_prefix', '_pc_store', '_wake', '_failed_attempt', '_trace_failure',
+               '_pc_apply_prefix', '_wake', '_failed_attempt', '_trace_failure',
                'retry_delay_ms',
                -- renew_partition_v1
                '_renew_lease'])

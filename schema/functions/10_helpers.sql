@@ -190,9 +190,15 @@ BEGIN
     IF v_n = 0 OR coalesce(cardinality(p_pc.acked_ids), 0) = 0 THEN
         RETURN p_pc;
     END IF;
-    SELECT coalesce(min(b.ord) - 1, v_n)::integer INTO v_k
-      FROM unnest(p_pc.batch_ids) WITH ORDINALITY AS b(id, ord)
-     WHERE NOT (b.id = ANY (p_pc.acked_ids));
+    IF p_pc.batch_ids <@ p_pc.acked_ids THEN
+        -- Every id of the batch done (an ack of a whole batch): the prefix is the batch,
+        -- without a statement (nor one for the acked ids left, below, when none is).
+        v_k := v_n;
+    ELSE
+        SELECT coalesce(min(b.ord) - 1, v_n)::integer INTO v_k
+          FROM unnest(p_pc.batch_ids) WITH ORDINALITY AS b(id, ord)
+         WHERE NOT (b.id = ANY (p_pc.acked_ids));
+    END IF;
     IF v_k = 0 THEN
         RETURN p_pc;
     END IF;
@@ -207,7 +213,12 @@ BEGIN
         p_pc.last_consumed_id := v_last;
     END IF;
     p_pc.batch_ids := coalesce(p_pc.batch_ids[v_k + 1:v_n], '{}');
-    p_pc.acked_ids := ARRAY(SELECT a FROM unnest(p_pc.acked_ids) a WHERE NOT (a = ANY (v_prefix)));
+    IF p_pc.acked_ids <@ v_prefix THEN
+        p_pc.acked_ids := '{}';
+    ELSE
+        p_pc.acked_ids := ARRAY(SELECT a FROM unnest(p_pc.acked_ids) a
+                                 WHERE NOT (a = ANY (v_prefix)));
+    END IF;
     p_pc.total_messages_consumed := p_pc.total_messages_consumed + v_k;
     p_pc.last_consumed_at := now();
     IF p_pc.retry_message_id = ANY (v_prefix) THEN

@@ -109,6 +109,9 @@ DECLARE
     v_out   jsonb;
     v_next  bigint;
     v_next_by_id jsonb;
+    v_missing_q boolean;
+    v_missing_p boolean;
+    v_capped    boolean;
 BEGIN
     IF p_partition IS NOT NULL THEN
         IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
@@ -132,10 +135,18 @@ BEGIN
     --    estimates: planned for jsonb_array_elements' default 100 rows, a join read every
     --    row of queen.partitions or queen.queues per push. The lookups are LATERAL with
     --    LIMIT 1, the NOT EXISTS tests have OFFSET 0 so that they stay probes.)
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
-                WHERE pr ->> 0 <> ''
-                  AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0
-                                  OFFSET 0)) THEN
+    --    (Whether any queue or partition is missing, and whether a queue is capped, is one
+    --    statement when nothing is missing, nearly always.)
+    SELECT bool_or(q.id IS NULL AND pr ->> 0 <> ''),
+           bool_or(q.id IS NOT NULL
+                   AND NOT EXISTS (SELECT 1 FROM queen.partitions p
+                                    WHERE p.queue_id = q.id AND p.name = pr ->> 1 OFFSET 0)),
+           bool_or(q.max_queue_size > 0)
+      INTO v_missing_q, v_missing_p, v_capped
+      FROM jsonb_array_elements(v_pairs) pr
+      LEFT JOIN LATERAL (SELECT q0.id, q0.max_queue_size FROM queen.queues q0
+                          WHERE q0.name = pr ->> 0 LIMIT 1) q ON true;
+    IF v_missing_q THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.queues (name, namespace, task)
         SELECT DISTINCT pr ->> 0, queen._queue_namespace(pr ->> 0), queen._queue_task(pr ->> 0)
@@ -144,15 +155,15 @@ BEGIN
            AND NOT EXISTS (SELECT 1 FROM queen.queues q WHERE q.name = pr ->> 0)
          ORDER BY 1
         ON CONFLICT (name) DO NOTHING;
+        -- (one created meanwhile by someone else may be capped)
+        v_capped := EXISTS (SELECT 1 FROM queen.queues q
+                             WHERE q.max_queue_size > 0
+                               AND q.name IN (SELECT pr ->> 0
+                                                FROM jsonb_array_elements(v_pairs) pr));
     END IF;
 
-    -- 2. Missing partitions.
-    IF EXISTS (SELECT 1 FROM jsonb_array_elements(v_pairs) pr
-                CROSS JOIN LATERAL (SELECT q0.id FROM queen.queues q0
-                                     WHERE q0.name = pr ->> 0 LIMIT 1) q
-                WHERE NOT EXISTS (SELECT 1 FROM queen.partitions p
-                                   WHERE p.queue_id = q.id AND p.name = pr ->> 1
-                                  OFFSET 0)) THEN
+    -- 2. Missing partitions (those of the queues just created too).
+    IF v_missing_q OR v_missing_p THEN
         PERFORM queen._definitions_lock();
         INSERT INTO queen.partitions (queue_id, name)
         SELECT q.id, pr ->> 1
@@ -175,9 +186,7 @@ BEGIN
     --    general path numbers the stored items densely and gives back the rest (step 4).
     --    (The lock only when there is one to take: on Citus a lock of a reference table's
     --    rows is a statement on every node.)
-    IF EXISTS (SELECT 1 FROM queen.queues q
-                WHERE q.max_queue_size > 0
-                  AND q.name IN (SELECT pr ->> 0 FROM jsonb_array_elements(v_pairs) pr)) THEN
+    IF v_capped THEN
         PERFORM 1
            FROM queen.queues q
           WHERE q.max_queue_size > 0
@@ -216,13 +225,18 @@ BEGIN
 END;
 $$;
 
--- The partition ids of the request's pairs (queen._push_prepare).
+-- The partition ids of the request's pairs (queen._push_prepare). (plpgsql: its plan is
+-- kept for the session; an SQL function with an aggregate is parsed and planned again on
+-- every call.)
+DROP FUNCTION IF EXISTS queen._push_pids(jsonb);
 CREATE OR REPLACE FUNCTION queen._push_pids(p_pairs jsonb)
 RETURNS uuid[]
-LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(array_agg((pr ->> 4)::uuid), '{}')
-      FROM jsonb_array_elements(p_pairs) pr
-     WHERE pr ->> 4 IS NOT NULL
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    RETURN ARRAY(SELECT (pr ->> 4)::uuid
+                   FROM jsonb_array_elements(p_pairs) pr
+                  WHERE pr ->> 4 IS NOT NULL);
+END;
 $$;
 
 -- The fast path's answer, or NULL when the request needs the general path.
@@ -629,8 +643,10 @@ CREATE OR REPLACE FUNCTION queen.push_messages_v4(
     p_items jsonb, OUT results json, OUT wake_epoch bigint
 )
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_wakes text;
 BEGIN
-    PERFORM set_config('queen.server_wakes', 'on', true);
+    v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
     wake_epoch := queen._wake_epoch();
     results := queen._push_retrying(p_items, true);
 END;
@@ -653,9 +669,98 @@ DROP FUNCTION IF EXISTS queen.push_partition_v1(uuid, jsonb);
 CREATE OR REPLACE FUNCTION queen.push_partition_v2(p_partition_id uuid, p_items text)
 RETURNS text
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_wakes text;
 BEGIN
-    PERFORM set_config('queen.server_wakes', 'on', true);
+    v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
     RETURN queen._push_retrying(p_items::jsonb, true, p_partition_id)::text;
+END;
+$$;
+
+-- One partition's push, v3 (issue 41): what the server calls since this release, with the
+-- answer and the declining of push_partition_v2. A push of one item (most: a producer's
+-- single message) takes its own path of three statements instead of push_partition_v2's
+-- thirteen (pairs, checks, reservation, maps and answer built through jsonb aggregates,
+-- a savepoint per call): the offset reserved on the partition's counters row (the
+-- partition's lock, as in _push_prepare), by its key and only when the partition is the
+-- named one, of an uncapped queue, and the item comes encrypted when its queue is (an
+-- UPDATE: a partition that never had a message has no row); then, under that lock, the
+-- timestamp's floor (its newest message, _push_fast); then the message stored. A
+-- duplicate transactionId (a stored message: the INSERT's ON CONFLICT, no savepoint)
+-- gives its offset back and answers `duplicate` with the stored message's id, as the
+-- general path does. Anything else (several items, a check that fails) takes
+-- push_partition_v2's path, which declines or answers as before.
+-- On Citus every statement names the partition (a router statement on its node) or reads
+-- the reference tables, as push_partition_v2's do.
+CREATE OR REPLACE FUNCTION queen.push_partition_v3(p_partition_id uuid, p_items text)
+RETURNS text
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_items jsonb := p_items::jsonb;
+    e       jsonb;
+    v_txn   text;
+    v_off   bigint;
+    v_ts    timestamptz;
+    v_id    bigint;
+    v_tid   uuid;
+    v_wakes text;
+BEGIN
+    IF jsonb_typeof(v_items) = 'object' THEN  -- also {"items": [...]}, as _push_retrying
+        v_items := v_items -> 'items';
+    END IF;
+    IF jsonb_typeof(v_items) = 'array' AND jsonb_array_length(v_items) = 1 THEN
+        e := v_items -> 0;
+        -- The partition's lock and its next offset, when the partition is the named one,
+        -- of an uncapped queue, and takes this item.
+        v_ts := clock_timestamp();  -- (Citus: no volatile call in a write)
+        UPDATE queen.partition_counters c
+           SET next_offset = c.next_offset + 1, last_activity = v_ts
+          FROM queen.partitions p
+          JOIN queen.queues q ON q.id = p.queue_id
+         WHERE c.partition_id = p_partition_id AND p.id = p_partition_id
+           AND q.name = e ->> 'queue'
+           AND p.name = coalesce(nullif(e ->> 'partition', ''), 'Default')
+           AND q.max_queue_size <= 0
+           AND (NOT q.encryption_enabled OR e -> 'isEncrypted' = 'true'::jsonb)
+        RETURNING c.next_offset - 1 INTO v_off;
+    END IF;
+    IF v_off IS NOT NULL THEN
+        -- Under the lock: not before the partition's newest message.
+        SELECT max(pl.last_message_created_at) INTO v_ts
+          FROM queen.partition_lookup pl WHERE pl.partition_id = p_partition_id;
+        v_ts := greatest(clock_timestamp(), v_ts);
+    END IF;
+    IF v_off IS NULL THEN
+        v_wakes := set_config('queen.server_wakes', 'on', true);  -- (no statement)
+        RETURN queen._push_retrying(v_items, true, p_partition_id)::text;
+    END IF;
+    v_txn := coalesce(e ->> 'transactionId', gen_random_uuid()::text);
+    INSERT INTO queen.messages
+           (id, transaction_id, partition_id, payload, trace_id, producer_sub, is_encrypted,
+            created_at, partition_offset, trace_context)
+    OVERRIDING SYSTEM VALUE
+    VALUES (nextval('queen.messages_id_seq'::regclass), v_txn, p_partition_id,
+            coalesce(e -> 'payload', 'null'::jsonb), queen._try_uuid(e ->> 'traceId'),
+            nullif(e ->> 'producerSub', ''), coalesce(e -> 'isEncrypted' = 'true'::jsonb, false),
+            v_ts, v_off, e -> 'traceContext')
+    ON CONFLICT (partition_id, transaction_id) DO NOTHING
+    RETURNING id, trace_id INTO v_id, v_tid;
+    IF v_id IS NOT NULL THEN
+        RETURN json_build_array(json_build_array(
+            'queued', v_id::text, p_partition_id, v_tid, NULL, NULL,
+            CASE WHEN e ->> 'transactionId' IS NULL THEN v_txn END))::text;
+    END IF;
+    -- Stored already: the offset goes back (offsets stay dense), the stored id answers.
+    UPDATE queen.partition_counters SET next_offset = v_off
+     WHERE partition_id = p_partition_id;
+    SELECT m.id INTO v_id FROM queen.messages m
+     WHERE m.partition_id = p_partition_id AND m.transaction_id = v_txn;
+    RETURN json_build_array(json_build_array(
+        'duplicate', v_id::text, p_partition_id, queen._try_uuid(e ->> 'traceId'), NULL, NULL,
+        NULL))::text;
 END;
 $$;
 

@@ -22,12 +22,105 @@
 --           something in scope may become available, queen._pop_due; null: nothing is due
 --           later) and contended (a candidate was held by a concurrent transaction, whose
 --           outcome, a lease for one, this pop could not see: pop again soon).
+-- The scope of a pop of a namespace or task, or of a candidate partition (a queue's pop
+-- finds it in one statement, queen._pop_one): the group's subscription recorded, the
+-- queues (and the partition) read, the conflation policy, the group's registration for
+-- the queues (its cursor rows) or the partition's cursor row. The pop then claims one
+-- partition when pid or only_pid is set.
+CREATE OR REPLACE FUNCTION queen._pop_scope_steps(
+    p_req jsonb, p_queue text, p_part text, p_ns text, p_task text, p_group text,
+    p_only uuid, p_now timestamptz, p_conf_asked boolean,
+    OUT qids uuid[], OUT pid uuid, OUT only_pid uuid, OUT conflates boolean,
+    OUT conflict boolean
+) LANGUAGE plpgsql AS $$
+BEGIN
+    only_pid := p_only;
+    conflates := false;
+    conflict := false;
+    -- A named group's subscription is recorded on its first pop for this key.
+    IF p_group <> '__QUEUE_MODE__' THEN
+        PERFORM queen._ensure_subscription(
+            p_group,
+            coalesce(p_queue, ''),
+            CASE WHEN p_queue IS NULL THEN '' ELSE coalesce(p_part, '') END,
+            CASE WHEN p_queue IS NULL THEN coalesce(p_ns, '') ELSE '' END,
+            CASE WHEN p_queue IS NULL THEN coalesce(p_task, '') ELSE '' END,
+            p_req ->> 'subscriptionMode', p_req ->> 'subscriptionFrom', p_now);
+    END IF;
+    SELECT s.queue_ids, s.partition_id INTO qids, pid
+      FROM queen._pop_scope(p_queue, p_part, p_ns, p_task) s;
+    only_pid := CASE WHEN pid IS NULL THEN only_pid END;
+    IF cardinality(qids) > 0 THEN
+        -- The policy first: a group's cursors in the scope mean "declared without it".
+        SELECT cf.conflates, cf.conflict INTO conflates, conflict
+          FROM queen._conflation(p_group, p_queue, p_ns, p_task, qids, pid,
+                                 p_conf_asked) cf;
+        IF pid IS NULL AND only_pid IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
+            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (qids) LIMIT 1;
+            IF NOT FOUND THEN
+                qids := '{}';  -- no message ever: nothing to read
+            END IF;
+        END IF;
+    END IF;
+    IF cardinality(qids) > 0 THEN
+        IF pid IS NOT NULL THEN
+            PERFORM queen._cursor_row(pid, p_group);
+        ELSE
+            PERFORM queen._register_group(qids, p_group);
+        END IF;
+    END IF;
+END;
+$$;
+
+-- What a pop's answer carries beyond its messages, when the request or the pop has any:
+-- the autopilot's sizes, the candidates read and not taken (p_cands: NULL unless the pop
+-- read the whole scope), the conflation, and for a long poll's empty pop its due time
+-- (queen._pop_due) and whether a candidate was held by a concurrent transaction.
+CREATE OR REPLACE FUNCTION queen._pop_answer_extras(
+    p_req jsonb, p_autopilot boolean, p_partitions integer, p_batch integer, p_cands uuid[],
+    p_tried uuid[], p_conf boolean, p_conflict boolean, p_skipped bigint, p_due boolean,
+    p_contended boolean, p_qids uuid[], p_pid uuid, p_group text, p_now timestamptz
+) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_out jsonb := '{}'::jsonb;
+BEGIN
+    IF p_autopilot THEN
+        v_out := v_out || jsonb_build_object('autopilot', jsonb_build_object(
+                              'partitions', p_partitions, 'batch', p_batch, 'waitMs', 0));
+    END IF;
+    IF coalesce(queen._jbool(p_req -> 'wantCandidates', false), false)
+       AND p_cands IS NOT NULL THEN
+        v_out := v_out || jsonb_build_object('candidates', to_jsonb(ARRAY(
+                     SELECT u.id FROM unnest(p_cands) AS u(id) WHERE u.id <> ALL (p_tried))));
+    END IF;
+    IF p_conf THEN
+        v_out := v_out || jsonb_build_object('conflation', true, 'conflated', p_skipped);
+    ELSIF p_conflict THEN
+        v_out := v_out || '{"conflationConflict": true}'::jsonb;
+    END IF;
+    IF p_due THEN
+        v_out := v_out || jsonb_build_object(
+            'contended', p_contended,
+            'dueInMs', ceil(extract(epoch FROM
+                queen._pop_due(p_qids, p_pid, p_group, p_now) - p_now) * 1000)::bigint);
+    END IF;
+    RETURN v_out;
+END;
+$$;
+
 -- Steps: the scope (queen._pop_scope), the group's registration for it (its cursor rows,
 -- queen._register_group), then, until the batch or the partition count is reached: the
 -- candidates from the ready index (queen._pop_candidates), the claim of the first one
 -- nobody holds (FOR UPDATE SKIP LOCKED, every condition checked again on the locked row),
--- and what the claimed partition gives (queen._pop_take). Cost: O(log P) per claim for a
--- queue of P partitions (27_pop_ready.sql, migration 0019).
+-- and what the claimed partition gives (queen._pop_take_with). Cost: O(log P) per claim
+-- for a queue of P partitions (27_pop_ready.sql, migration 0019).
+-- A queue's pop (of the queue, or of one of its partitions), what nearly every pop is,
+-- finds what the scope steps find in five statements in one by the queue's key (issue 41):
+-- the queue and its options, whether the group's subscription is recorded for this key,
+-- whether a conflation policy is stored, whether the group is registered for the queue,
+-- and the named partition's id. Other pops (a namespace, a task, a candidate) take the
+-- scope steps (queen._pop_scope_steps).
 CREATE OR REPLACE FUNCTION queen._pop_one(p_req jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -59,8 +152,7 @@ DECLARE
     v_first_pid  uuid;
     v_have_first boolean := false;
     c            queen.partition_consumers;
-    t            record;
-    -- pop autopilot (queen._autopilot): the dimensions the client left to the server
+    t            record;  -- (autopilot: the dimensions the client left to the server)
     v_ap_batch   boolean := coalesce(queen._jbool(p_req -> 'autopilotBatch', false), false);
     v_ap_parts   boolean := coalesce(queen._jbool(p_req -> 'autopilotPartitions', false), false);
     v_ap_done    boolean := false;
@@ -70,46 +162,73 @@ DECLARE
     v_conflict   boolean := false;
     v_skipped    bigint := 0;
     v_contended  boolean := false;  -- a candidate held by a concurrent transaction
+    v_conf_asked boolean := coalesce(queen._jbool(p_req -> 'conflation', false), false);
+    v_def        record;   -- a queue's pop: the queue, its options and the group's state
+    v_have_def   boolean := false;
+    v_result     jsonb;
+    v_due        boolean;
 BEGIN
     v_lease_txt := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
     v_budget := v_remaining;
 
-    IF v_queue IS NOT NULL OR v_ns IS NOT NULL OR v_task IS NOT NULL THEN
-        -- A named group's subscription is recorded on its first pop for this key.
-        IF v_group <> '__QUEUE_MODE__' THEN
-            PERFORM queen._ensure_subscription(
-                v_group,
-                coalesce(v_queue, ''),
-                CASE WHEN v_queue IS NULL THEN '' ELSE coalesce(v_part, '') END,
-                CASE WHEN v_queue IS NULL THEN coalesce(v_ns, '') ELSE '' END,
-                CASE WHEN v_queue IS NULL THEN coalesce(v_task, '') ELSE '' END,
-                p_req ->> 'subscriptionMode', p_req ->> 'subscriptionFrom', v_now);
+    IF v_queue IS NOT NULL AND v_ns IS NULL AND v_task IS NULL AND v_only IS NULL THEN
+        -- A queue's pop: its definitions and the group's state in one statement.
+        SELECT q.id, q.lease_time, q.delayed_processing, q.max_wait_time_seconds,
+               q.window_buffer,
+               EXISTS (SELECT 1 FROM queen.conflation_groups g
+                        WHERE g.consumer_group = v_group AND g.queue_name = v_queue
+                          AND g.namespace = '' AND g.task = '') AS conflates,
+               EXISTS (SELECT 1 FROM queen.queue_consumer_groups r
+                        WHERE r.queue_id = q.id AND r.consumer_group = v_group) AS registered,
+               (v_group = '__QUEUE_MODE__'
+                OR EXISTS (SELECT 1 FROM queen.consumer_groups_metadata m
+                            WHERE m.consumer_group = v_group AND m.queue_name = v_queue
+                              AND m.partition_name = coalesce(v_part, '')
+                              AND m.namespace = '' AND m.task = '')) AS subscribed,
+               (SELECT p.id FROM queen.partitions p
+                 WHERE p.queue_id = q.id AND p.name = v_part) AS pid
+          INTO v_def
+          FROM queen.queues q WHERE q.name = v_queue;
+        v_have_def := FOUND;
+        IF v_group <> '__QUEUE_MODE__' AND (NOT v_have_def OR NOT v_def.subscribed) THEN
+            -- A named group's subscription is recorded on its first pop for this key.
+            PERFORM queen._ensure_subscription(v_group, v_queue, coalesce(v_part, ''), '', '',
+                                               p_req ->> 'subscriptionMode',
+                                               p_req ->> 'subscriptionFrom', v_now);
         END IF;
-        SELECT s.queue_ids, s.partition_id INTO v_qids, v_pid
-          FROM queen._pop_scope(v_queue, v_part, v_ns, v_task) s;
-        v_only := CASE WHEN v_pid IS NULL THEN v_only END;
-        IF cardinality(v_qids) > 0 THEN
-            -- The policy first: a group's cursors in the scope mean "declared without it".
-            SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
-              FROM queen._conflation(v_group, v_queue, v_ns, v_task, v_qids, v_pid,
-                                     coalesce(queen._jbool(p_req -> 'conflation', false), false)) cf;
-            IF v_pid IS NULL AND v_only IS NULL THEN  -- (a partition's scope has a message: _pop_scope)
-                PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = ANY (v_qids) LIMIT 1;
-                IF NOT FOUND THEN
+        IF v_have_def AND v_part IS NOT NULL THEN
+            -- (by its id: on Citus a statement on the one worker that holds it)
+            PERFORM 1 FROM queen.partition_lookup pl WHERE pl.partition_id = v_def.pid;
+            IF FOUND THEN
+                v_pid := v_def.pid;
+            END IF;
+        END IF;
+        IF v_have_def AND (v_part IS NULL OR v_pid IS NOT NULL) THEN
+            v_qids := ARRAY[v_def.id];
+            IF v_def.conflates OR v_conf_asked THEN
+                SELECT cf.conflates, cf.conflict INTO v_conf, v_conflict
+                  FROM queen._conflation(v_group, v_queue, NULL, NULL, v_qids, v_pid,
+                                         v_conf_asked) cf;
+            END IF;
+            IF v_pid IS NOT NULL THEN
+                v_max_parts := 1;
+                PERFORM queen._cursor_row(v_pid, v_group);
+            ELSIF NOT v_def.registered THEN
+                PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = v_def.id LIMIT 1;
+                IF FOUND THEN
+                    PERFORM queen._register_group(v_qids, v_group);
+                ELSE
                     v_qids := '{}';  -- no message ever: nothing to read
                 END IF;
             END IF;
         END IF;
-        IF cardinality(v_qids) > 0 THEN
-            IF v_pid IS NOT NULL THEN
-                v_max_parts := 1;
-                PERFORM queen._cursor_row(v_pid, v_group);
-            ELSE
-                PERFORM queen._register_group(v_qids, v_group);
-            END IF;
-            IF v_only IS NOT NULL THEN
-                v_max_parts := 1;
-            END IF;
+    ELSIF v_queue IS NOT NULL OR v_ns IS NOT NULL OR v_task IS NOT NULL THEN
+        SELECT r.qids, r.pid, r.only_pid, r.conflates, r.conflict
+          INTO v_qids, v_pid, v_only, v_conf, v_conflict
+          FROM queen._pop_scope_steps(p_req, v_queue, v_part, v_ns, v_task, v_group, v_only,
+                                      v_now, v_conf_asked) r;
+        IF cardinality(v_qids) > 0 AND (v_pid IS NOT NULL OR v_only IS NOT NULL) THEN
+            v_max_parts := 1;
         END IF;
     END IF;
 
@@ -155,9 +274,17 @@ BEGIN
         END IF;
 
         -- 3. What it gives: its visible messages, leased (or consumed, autoAck).
-        SELECT * INTO t
-          FROM queen._pop_take(c, v_now, v_lease, v_lease_txt, v_auto, v_lease_secs,
-                               v_remaining, v_conf);
+        IF v_have_def THEN  -- the queue's options are known (and its partition's name)
+            SELECT * INTO t
+              FROM queen._pop_take_with(c, v_now, v_lease, v_lease_txt, v_auto, v_lease_secs,
+                                        v_remaining, v_conf, v_queue, v_part, v_def.lease_time,
+                                        v_def.delayed_processing, v_def.max_wait_time_seconds,
+                                        v_def.window_buffer);
+        ELSE
+            SELECT * INTO t
+              FROM queen._pop_take(c, v_now, v_lease, v_lease_txt, v_auto, v_lease_secs,
+                                   v_remaining, v_conf);
+        END IF;
         CONTINUE WHEN t.n = 0;
         IF NOT v_have_first THEN
             v_first_q := t.queue_name;
@@ -171,7 +298,7 @@ BEGIN
         v_remaining := v_remaining - t.n;
     END LOOP;
 
-    RETURN jsonb_build_object(
+    v_result := jsonb_build_object(
         'idx', p_req -> 'idx',
         'success', true,
         'skipped', false,
@@ -181,28 +308,17 @@ BEGIN
         'partitionId', v_first_pid,
         'consumerGroup', v_group,
         'partitionsClaimed', v_claimed,
-        'messages', v_msgs)
-        || CASE WHEN v_ap_batch OR v_ap_parts
-                THEN jsonb_build_object('autopilot', jsonb_build_object(
-                         'partitions', v_max_parts,
-                         'batch', v_budget,
-                         'waitMs', 0))
-                ELSE '{}'::jsonb END
-        || CASE WHEN coalesce(queen._jbool(p_req -> 'wantCandidates', false), false)
-                     AND v_pid IS NULL AND v_only IS NULL
-                THEN jsonb_build_object('candidates', to_jsonb(ARRAY(
-                         SELECT u.id FROM unnest(v_cands) AS u(id) WHERE u.id <> ALL (v_tried))))
-                ELSE '{}'::jsonb END
-        || CASE WHEN v_conf THEN jsonb_build_object('conflation', true, 'conflated', v_skipped)
-                WHEN v_conflict THEN '{"conflationConflict": true}'::jsonb
-                ELSE '{}'::jsonb END
-        || CASE WHEN v_claimed = 0 AND cardinality(v_qids) > 0
-                     AND coalesce(queen._jbool(p_req -> 'due', false), false)
-                THEN jsonb_build_object(
-                         'contended', v_contended,
-                         'dueInMs', ceil(extract(epoch FROM
-                             queen._pop_due(v_qids, v_pid, v_group, v_now) - v_now) * 1000)::bigint)
-                ELSE '{}'::jsonb END;
+        'messages', v_msgs);
+    v_due := v_claimed = 0 AND cardinality(v_qids) > 0
+             AND coalesce(queen._jbool(p_req -> 'due', false), false);
+    IF v_ap_batch OR v_ap_parts OR v_conf OR v_conflict OR v_due
+       OR coalesce(queen._jbool(p_req -> 'wantCandidates', false), false) THEN
+        v_result := v_result || queen._pop_answer_extras(
+            p_req, v_ap_batch OR v_ap_parts, v_max_parts, v_budget,
+            CASE WHEN v_pid IS NULL AND v_only IS NULL THEN v_cands END, v_tried, v_conf,
+            v_conflict, v_skipped, v_due, v_contended, v_qids, v_pid, v_group, v_now);
+    END IF;
+    RETURN v_result;
 END;
 $$;
 
@@ -240,7 +356,8 @@ $$;
 -- to p_lease (or consumed at once, p_auto). Nothing visible: the claim is undone and the
 -- cursor row parked until its first message will be (window buffer, delayed processing),
 -- or until the next push ('infinity'). Returns n, msgs, skipped (conflation), and where
--- the messages come from.
+-- the messages come from. The queue's options are read here (queen._pop_take_with takes
+-- them from a caller that has them).
 CREATE OR REPLACE FUNCTION queen._pop_take(
     p_pc queen.partition_consumers, p_now timestamptz, p_lease uuid, p_lease_txt text,
     p_auto boolean, p_lease_secs integer, p_limit integer, p_conf boolean,
@@ -248,7 +365,32 @@ CREATE OR REPLACE FUNCTION queen._pop_take(
     OUT partition_id uuid, OUT partition_name text, OUT queue_name text
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    q        record;
+    q record;
+BEGIN
+    SELECT p.name AS partition_name, qq.name AS queue_name, qq.lease_time,
+           qq.delayed_processing, qq.max_wait_time_seconds, qq.window_buffer
+      INTO q
+      FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
+     WHERE p.id = p_pc.partition_id;
+    SELECT * INTO n, msgs, skipped, partition_id, partition_name, queue_name
+      FROM queen._pop_take_with(p_pc, p_now, p_lease, p_lease_txt, p_auto, p_lease_secs,
+                                p_limit, p_conf, q.queue_name, q.partition_name, q.lease_time,
+                                q.delayed_processing, q.max_wait_time_seconds,
+                                q.window_buffer);
+END;
+$$;
+
+-- queen._pop_take with the queue's name and options given (p_partition: the partition's
+-- name, NULL to read it with the messages).
+CREATE OR REPLACE FUNCTION queen._pop_take_with(
+    p_pc queen.partition_consumers, p_now timestamptz, p_lease uuid, p_lease_txt text,
+    p_auto boolean, p_lease_secs integer, p_limit integer, p_conf boolean,
+    p_queue text, p_partition text, p_lease_time integer, p_delayed integer,
+    p_max_wait integer, p_window integer,
+    OUT n integer, OUT msgs jsonb, OUT skipped bigint,
+    OUT partition_id uuid, OUT partition_name text, OUT queue_name text
+) LANGUAGE plpgsql AS $$
+DECLARE
     v_lo_ts  timestamptz := coalesce(p_pc.last_consumed_created_at, '-infinity');
     v_lo_id  bigint := p_pc.last_consumed_id;
     v_hi_ts  timestamptz := 'infinity';
@@ -256,30 +398,27 @@ DECLARE
     v_next   timestamptz;
     v_newest record;
     s        record;
+    v_last_ts timestamptz;
+    v_last_id bigint;
 BEGIN
     skipped := 0;
     partition_id := p_pc.partition_id;
-    SELECT p.name AS partition_name, qq.name AS queue_name, qq.lease_time,
-           qq.delayed_processing, qq.max_wait_time_seconds, qq.window_buffer
-      INTO q
-      FROM queen.partitions p JOIN queen.queues qq ON qq.id = p.queue_id
-     WHERE p.id = p_pc.partition_id;
-    partition_name := q.partition_name;
-    queue_name := q.queue_name;
+    partition_name := p_partition;
+    queue_name := p_queue;
 
-    IF q.max_wait_time_seconds > 0 THEN
-        v_mw_ts := p_now - make_interval(secs => q.max_wait_time_seconds);
+    IF p_max_wait > 0 THEN
+        v_mw_ts := p_now - make_interval(secs => p_max_wait);
         IF (v_lo_ts, v_lo_id) < (v_mw_ts, 9223372036854775807::bigint) THEN
             v_lo_ts := v_mw_ts;
             v_lo_id := 9223372036854775807;
         END IF;
     END IF;
-    IF q.delayed_processing > 0 THEN
-        v_hi_ts := p_now - make_interval(secs => q.delayed_processing);
+    IF p_delayed > 0 THEN
+        v_hi_ts := p_now - make_interval(secs => p_delayed);
     END IF;
     -- The window buffer: no message for that long before any is delivered.
-    IF q.window_buffer > 0
-       AND p_pc.head_created_at > p_now - make_interval(secs => q.window_buffer) THEN
+    IF p_window > 0
+       AND p_pc.head_created_at > p_now - make_interval(secs => p_window) THEN
         v_hi_ts := '-infinity';
     END IF;
 
@@ -304,16 +443,16 @@ BEGIN
         END IF;
     END IF;
 
+    -- (every aggregate in the one order the rows come in: PostgreSQL 16 sorts them once)
     SELECT count(*)::integer AS n,
            array_agg(m.id ORDER BY m.created_at, m.id) AS ids,
-           (array_agg(m.created_at ORDER BY m.created_at DESC, m.id DESC))[1] AS last_ts,
-           (array_agg(m.id ORDER BY m.created_at DESC, m.id DESC))[1] AS last_id,
+           array_agg(m.created_at ORDER BY m.created_at, m.id) AS tss,
            jsonb_agg(jsonb_build_object(
                'id', m.id::text,
                'transactionId', m.transaction_id,
                'partitionId', p_pc.partition_id,
-               'partition', q.partition_name,
-               'queue', q.queue_name,
+               'partition', pn.name,
+               'queue', p_queue,
                'leaseId', p_lease_txt,
                'consumerGroup', p_pc.consumer_group,
                'data', m.payload,
@@ -323,7 +462,8 @@ BEGIN
                'createdAt', queen._iso_us(m.created_at),
                'isEncrypted', m.is_encrypted,
                'traceContext', m.trace_context)
-               ORDER BY m.created_at, m.id) AS msgs
+               ORDER BY m.created_at, m.id) AS msgs,
+           min(pn.name) AS pname
       INTO s
       FROM (SELECT mm.id, mm.transaction_id, mm.payload, mm.trace_id, mm.producer_sub,
                    mm.created_at, mm.is_encrypted, mm.trace_context
@@ -332,19 +472,26 @@ BEGIN
                AND (mm.created_at, mm.id) > (v_lo_ts, v_lo_id)
                AND mm.created_at <= v_hi_ts
              ORDER BY mm.created_at, mm.id
-             LIMIT p_limit) m;
+             LIMIT p_limit) m
+      -- (the partition's name by its key, when the caller has none: a reference table)
+      CROSS JOIN (SELECT coalesce(p_partition,
+                                  (SELECT p.name FROM queen.partitions p
+                                    WHERE p.id = p_pc.partition_id)) AS name) pn;
     n := s.n;
     msgs := s.msgs;
+    partition_name := coalesce(p_partition, s.pname);
+    v_last_ts := s.tss[s.n];  -- the newest of them, where the cursor moves to
+    v_last_id := s.ids[s.n];
 
     IF s.n = 0 THEN
         -- Nothing visible yet: park the row until its first message will be; drop an
         -- expired lease.
-        IF q.window_buffer > 0
-           AND p_pc.head_created_at > p_now - make_interval(secs => q.window_buffer) THEN
-            v_next := p_pc.head_created_at + make_interval(secs => q.window_buffer);
-        ELSIF q.max_wait_time_seconds <= 0 OR q.delayed_processing < q.max_wait_time_seconds THEN
+        IF p_window > 0
+           AND p_pc.head_created_at > p_now - make_interval(secs => p_window) THEN
+            v_next := p_pc.head_created_at + make_interval(secs => p_window);
+        ELSIF p_max_wait <= 0 OR p_delayed < p_max_wait THEN
             -- (with a delay at least maxWaitTimeSeconds every message is stale first)
-            SELECT mm.created_at + make_interval(secs => q.delayed_processing) INTO v_next
+            SELECT mm.created_at + make_interval(secs => p_delayed) INTO v_next
               FROM queen.messages mm
              WHERE mm.partition_id = p_pc.partition_id
                AND (mm.created_at, mm.id) > (v_lo_ts, v_lo_id)
@@ -362,8 +509,8 @@ BEGIN
     IF p_auto THEN
         -- Delivered = consumed: the cursor passes the messages, no lease is kept.
         UPDATE queen.partition_consumers
-           SET last_consumed_created_at = s.last_ts,
-               last_consumed_id = s.last_id,
+           SET last_consumed_created_at = v_last_ts,
+               last_consumed_id = v_last_id,
                lease_id = NULL, lease_expires_at = NULL, lease_acquired_at = NULL,
                batch_ids = NULL, acked_ids = NULL,
                retry_message_id = CASE WHEN retry_message_id = ANY (s.ids) THEN NULL
@@ -381,7 +528,7 @@ BEGIN
         UPDATE queen.partition_consumers
            SET lease_id = p_lease,
                lease_expires_at = p_now + make_interval(
-                   secs => coalesce(p_lease_secs, nullif(q.lease_time, 0), 60)),
+                   secs => coalesce(p_lease_secs, nullif(p_lease_time, 0), 60)),
                lease_acquired_at = p_now,
                batch_ids = s.ids,
                acked_ids = '{}',
@@ -407,20 +554,21 @@ DECLARE
     v_req  jsonb;
     v_res  jsonb;
     v_stop boolean := false;
+    v_set  text;
 BEGIN
     -- On Citus: one connection per worker for the whole transaction, so that a group's
     -- registration takes the registration lock on a worker once, in one session
     -- (queen._register_group; over two sessions of one transaction the second would wait
-    -- for the first). On PostgreSQL a setting nothing reads.
-    PERFORM set_config('citus.max_adaptive_executor_pool_size', '1', true);
+    -- for the first). On PostgreSQL a setting nothing reads. (An assignment, not a
+    -- statement: no executor run.)
+    v_set := set_config('citus.max_adaptive_executor_pool_size', '1', true);
     IF jsonb_typeof(p_requests) = 'object' THEN
         p_requests := jsonb_build_array(p_requests);
     ELSIF p_requests IS NULL OR jsonb_typeof(p_requests) <> 'array' THEN
         RETURN '[]'::jsonb;
     END IF;
-    FOR v_req IN
-        SELECT e FROM jsonb_array_elements(p_requests) WITH ORDINALITY AS o(e, n) ORDER BY o.n
-    LOOP
+    FOR i IN 0 .. jsonb_array_length(p_requests) - 1 LOOP
+        v_req := p_requests -> i;
         IF v_stop THEN
             v_out := v_out || jsonb_build_object(
                 'idx', v_req -> 'idx', 'success', true, 'skipped', true, 'leaseId', '',

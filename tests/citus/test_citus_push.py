@@ -1,7 +1,7 @@
 """Push on a Citus cluster through the real server (gunicorn against the coordinator): every
 push shape stores what it answered, on the worker that holds the partition (read there,
 from the shard), a push to one known partition runs on that worker in one round trip
-(`queen.push_partition_v2`, delegated), and a push over several workers commits or fails
+(`queen.push_partition_v3`, delegated), and a push over several workers commits or fails
 as a whole (Citus's two-phase commit)."""
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def test_single_pushes_are_stored_on_the_worker_that_holds_the_partition(
     first = _push(http, [{"queue": q, "payload": {"n": 0}, "transactionId": "a"}])
     assert first[0]["status"] == "queued"
     pid = first[0]["partition_id"]
-    # the next ones go to the known partition: queen.push_partition_v2 on its worker
+    # the next ones go to the known partition: queen.push_partition_v3 on its worker
     later = [_push(http, [{"queue": q, "payload": {"n": n}}])[0] for n in (1, 2)]
     assert [r["status"] for r in later] == ["queued", "queued"]
     assert {r["partition_id"] for r in later} == {pid}
@@ -299,7 +299,7 @@ def test_a_push_to_a_known_partition_is_one_delegated_call_on_its_worker(
     conn.close()
     assert len(sent) == 1, sent
     assert sent[0][0] == port
-    assert sent[0][1].startswith("SELECT queen.push_partition_v2(")
+    assert sent[0][1].startswith("SELECT queen.push_partition_v3(")
     rows = json.loads(text)
     assert [r[0] for r in rows] == ["queued", "queued"]
     assert [int(r[1]) // WORKER_IDS for r in rows] == [group, group]

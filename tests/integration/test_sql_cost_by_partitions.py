@@ -5,7 +5,7 @@ What would grow is a read of every row of `queen.partitions` (or `queen.queues`)
 sequential scan (for the ack, with the request's partitionId parsed once per row) or a full
 index scan (the push's lookups, once joined by hash). Counted here as the rows the statement's own
 transaction read from that table, through the entry points the server calls (push: one
-partition `push_partition_v2`, several `push_messages_v4`; ack: one partition
+partition `push_partition_v2` and `_v3`, several `push_messages_v4`; ack: one partition
 `ack_partition_v2`, several `ack_messages_v3`).
 """
 
@@ -87,15 +87,15 @@ def test_an_ack_reads_its_partition_by_key(pg_conn: Conn, entry: str) -> None:
     assert scanned <= 4, f"the ack read {scanned} rows of queen.partitions and queen.queues"
 
 
-@pytest.mark.parametrize("entry", ["push_partition_v2", "push_messages_v4"])
+@pytest.mark.parametrize("entry", ["push_partition_v2", "push_partition_v3", "push_messages_v4"])
 def test_a_push_reads_its_partition_by_key(pg_conn: Conn, entry: str) -> None:
     queue = f"pushcost-{uuid.uuid4().hex[:8]}"
     message = _popped(pg_conn, queue)  # PARTITIONS partitions in the database
     item = {"queue": queue, "partition": "p7", "payload": "x",
             "transactionId": str(uuid.uuid4()), "traceId": None, "producerSub": None}  # fmt: skip
-    if entry == "push_partition_v2":
+    if entry.startswith("push_partition_"):
         text, read = _rows_of_partitions(
-            pg_conn, "SELECT queen.push_partition_v2(%s::uuid, %s::text)",
+            pg_conn, f"SELECT queen.{entry}(%s::uuid, %s::text)",
             message["partitionId"], json.dumps([item]),
         )  # fmt: skip
     else:

@@ -11,9 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queen_threads.polling.intention import GroupKey, PollIntention
 from queen_threads.polling.popper import PopResult
-from queen_threads.polling.request import PopRequest
+from queen_threads.queue.intention import GroupKey, PollIntention, PopRequest
 
 __all__ = ["InMemoryPopper", "make_intention"]
 
@@ -110,3 +109,56 @@ class InMemoryPopper:
         body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
         lease = f"lease-{next(self._leases)}"
         return PopResult(intention.request_id, 200, body, (lease,), count)
+
+
+class PartitionedPopper:
+    """A :class:`Popper` over messages per partition of one queue, for the linger: a pop
+    takes the partition whose oldest message has waited longest (the database's claim
+    order), up to the intention's batch, and says which partition it took. Calls record
+    the request ids and the partition each pop took (None: empty)."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, list[float]] = {}  # partition -> arrival times
+        self.calls: list[list[str]] = []
+        self.taken: list[str | None] = []
+        self.released: list[str] = []
+        self.on_pop: Callable[[Sequence[PollIntention]], None] | None = None
+        self._leases = itertools.count(1)
+
+    def add(self, partition: str, at: float, count: int = 1) -> None:
+        self.messages.setdefault(partition, []).extend([at] * count)
+
+    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        self.calls.append([it.request_id for it in intentions])
+        results: list[PopResult] = []
+        for intention in intentions:
+            results.append(self._pop_one(intention))
+            if not results[-1].has_messages:
+                break
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
+    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+        self.calls.append([it.request_id for it in intentions])
+        results = [self._pop_one(intention) for intention in intentions]
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
+    def release(self, lease_ids: Sequence[str]) -> None:
+        self.released.extend(lease_ids)
+
+    def _pop_one(self, intention: PollIntention) -> PopResult:
+        ready = [(times[0], p) for p, times in self.messages.items() if times]
+        if not ready:
+            self.taken.append(None)
+            return PopResult(intention.request_id, 204, None)
+        _, partition = min(ready)
+        times = self.messages[partition]
+        count = min(intention.request.batch, len(times))
+        del times[:count]
+        self.taken.append(partition)
+        body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
+        lease = f"lease-{next(self._leases)}"
+        return PopResult(intention.request_id, 200, body, (lease,), count, partitions=(partition,))

@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pytest
 
 from queen_threads.polling import (
-    PollIntention,
     PollIntentionRegistry,
     PollWorker,
     PollWorkerPool,
@@ -20,6 +19,7 @@ from queen_threads.polling import (
 )
 from queen_threads.polling.clock import ManualClock
 from queen_threads.polling.worker import HEAD_BATCH
+from queen_threads.queue.intention import PollIntention
 from tests.support.keys import qk
 from tests.support.polling_fakes import make_intention
 
