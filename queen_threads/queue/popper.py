@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -94,24 +95,41 @@ class DbPopper:
     def __init__(self, store: QueueStore) -> None:
         self.store = store
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        return self._pop(intentions, stop_on_empty=True)
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
+        return self._pop(intentions, partitions, stop_on_empty=True)
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         """The heads of several groups in one call, in `lock_order` (results in the order
         given)."""
         order = sorted(range(len(intentions)), key=lambda i: lock_order(intentions[i]))
-        popped = self._pop([intentions[i] for i in order], stop_on_empty=False)
+        named = list(partitions) + [None] * (len(intentions) - len(partitions))
+        popped = self._pop(
+            [intentions[i] for i in order], [named[i] for i in order], stop_on_empty=False
+        )
         by_index = dict(zip(order, popped, strict=True))
         return [by_index[i] for i in range(len(intentions))]
 
-    def _pop(self, intentions: Sequence[PollIntention], stop_on_empty: bool) -> list[PopResult]:
+    def _pop(
+        self,
+        intentions: Sequence[PollIntention],
+        partitions: Sequence[str | None],
+        stop_on_empty: bool,
+    ) -> list[PopResult]:
         requests = [request_for(i, idx, stop_on_empty) for idx, i in enumerate(intentions)]
+        for request, partition in zip(requests, partitions, strict=False):
+            # (linger) the partition whose messages are ripe: a pop of the whole queue would
+            # take whichever has waited longest, maybe one another process just took
+            if partition is not None and request["queue"] and request["partition"] is None:
+                request["partition"] = partition
         started = time.monotonic()
         results = self.store.pop(requests)
         took_s = time.monotonic() - started
         out: list[PopResult] = []
-        for intention, result in zip(intentions, results, strict=False):
+        for intention, request, result in zip(intentions, requests, results, strict=False):
             messages = result.get("messages") or []
             if messages:
                 out.append(
@@ -125,7 +143,10 @@ class DbPopper:
                     )
                 )
             else:
-                out.append(empty_result(intention.request_id, result, took_s))
+                empty = empty_result(intention.request_id, result, took_s)
+                if partition := request.get("partition"):  # what came back empty, exactly
+                    empty = replace(empty, partitions=(partition,))
+                out.append(empty)
         return out
 
     def release(self, lease_ids: Sequence[str]) -> None:
