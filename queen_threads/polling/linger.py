@@ -103,11 +103,14 @@ class Pending:
         times = [self._ripe(h, batch, policy) for h in self.hints.values() if h.first_at]
         return min(times) if times else None
 
-    def ripe_count(self, now: float, batch: int, policy: LingerPolicy) -> int:
-        """How many partitions are ripe at ``now``."""
-        return sum(
-            1 for h in self.hints.values() if h.first_at and self._ripe(h, batch, policy) <= now
-        )
+    def ripe(self, now: float, batch: int, policy: LingerPolicy) -> list[str]:
+        """The partitions ripe at ``now``, the longest ripe first."""
+        ripe = [
+            (self._ripe(h, batch, policy), name)
+            for name, h in self.hints.items()
+            if name is not None and h.first_at and self._ripe(h, batch, policy) <= now
+        ]
+        return [name for _, name in sorted(ripe)]
 
     def served(self, partitions: set[str], since: float) -> None:
         """A round that began at ``since`` took ``partitions``: their hints of messages

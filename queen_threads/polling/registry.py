@@ -269,6 +269,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
         wake_after: float | None = None,
         timer: float | None = None,
         taken: Collection[str] = (),
+        emptied: Collection[str] = (),
     ) -> None:
         """Apply the outcome of the round on ``key`` that started at ``now``.
 
@@ -281,7 +282,9 @@ class PollIntentionRegistry(Generic[IntentionT]):
         A round during which the group was reset or poked is due at once anyway.
 
         ``taken``: the partitions the round's pops delivered from (their linger hints are
-        served); with linger a group whose hints wait is due when the first is ripe.
+        served); ``emptied``: the named partitions a pop of them found empty (their hints
+        are stale; an empty pop of the whole queue makes every hint stale); with linger a
+        group whose hints wait is due when the first is ripe.
         """
         with self._lock:
             group = self._groups.get(key)
@@ -291,7 +294,11 @@ class PollIntentionRegistry(Generic[IntentionT]):
             group.backoff.timer = timer
             group.wake_after = None if had_messages else wake_after
             if self.linger is not None:
-                self._served_locked(group, taken, had_messages, now)
+                group.pending.served(set(taken), now)
+                if emptied:
+                    group.pending.served(set(emptied), now)
+                elif not had_messages:
+                    group.pending.empty(now)
             if self.linger is not None and group.waiting:
                 head = self._intentions[next(iter(group.waiting))]
                 ripe = group.pending.next_ripe(self._batch_of(head), self.linger)
@@ -304,33 +311,30 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 group.wake_after = None
                 group.poked = False
 
-    def linger_more(self, key: GroupingKey, taken: Collection[str], since: float) -> int | None:
-        """During a round that began at ``since`` and delivered from ``taken``: how many
-        more of the group's polls to pop for now, or None when the group does not linger
-        (pop until a pop comes back empty). A lingering group pops once per partition
-        whose messages are ripe; the rest wait until theirs are."""
+    def linger_next(
+        self, key: GroupingKey, taken: Collection[str], since: float
+    ) -> list[str] | None:
+        """During a round that began at ``since`` and delivered from ``taken`` (nothing yet
+        at its start): the partitions to pop the group's next polls from, one each, the
+        longest ripe first, or None when the group does not linger (pop any partition,
+        until a pop comes back empty). A lingering group pops only its ripe partitions, by
+        name (another process's poll worker may have taken one: that pop comes back empty;
+        a pop of the whole queue would take the next partition, not yet ripe); the rest
+        wait until theirs are."""
         if self.linger is None:
             return None
         with self._lock:
             group = self._groups.get(key)
             if group is None:
-                return 0
-            self._served_locked(group, taken, True, since)
+                return []
+            group.pending.served(set(taken), since)
             now = self._clock()
             if not group.waiting:
-                return 0
+                return []
             if group.draining or not group.pending.busy(now, self.linger):
                 return None
             head = self._intentions[next(iter(group.waiting))]
-            return group.pending.ripe_count(now, self._batch_of(head), self.linger)
-
-    def _served_locked(
-        self, group: _Group, taken: Collection[str], had_messages: bool, since: float
-    ) -> None:
-        if had_messages:
-            group.pending.served(set(taken), since)
-        else:
-            group.pending.empty(since)
+            return group.pending.ripe(now, self._batch_of(head), self.linger)
 
     def backoff_state(self, key: GroupingKey) -> BackoffState | None:
         """A copy of the key's backoff state, if any."""

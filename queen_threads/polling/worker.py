@@ -155,21 +155,28 @@ class PollWorker(Generic[IntentionT]):
                 return
             self._count(rounds=1)
             taken: set[str] = set()
-            had_messages, empty = self._drain(key, [head], now, taken)
+            ripe = registry.linger_next(key, (), now)
+            had_messages, empty = self._drain(key, [head], now, taken, (ripe or [])[:1])
             self._record(key, had_messages, now, empty, taken)
         finally:
             registry.unmark_in_flight(key)
 
     def _drain(
-        self, key: GroupingKey, first: Sequence[IntentionT], since: float, taken: set[str]
+        self,
+        key: GroupingKey,
+        first: Sequence[IntentionT],
+        since: float,
+        taken: set[str],
+        partitions: Sequence[str] = (),
     ) -> tuple[bool, PopResult | None]:
         """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
         (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
         with thousands of idle waiters costs one small call per round, not one call
         carrying every waiter. Each chunk's delivered intentions leave the registry, so
         the next chunk starts where this one ended, and the rest stay registered. A
-        lingering group (linger.py) pops only for as many more as it has ripe partitions;
-        the others wait until theirs are. ``taken`` collects the partitions delivered from.
+        lingering group (linger.py) pops only its ripe partitions, one poll each (the first
+        chunk's from ``partitions``); the others wait until theirs are. ``taken`` collects
+        the partitions delivered from.
 
         Returns whether anything was delivered and the empty result that ended the drain
         (its hints: ``wake_after``, only meaningful when nothing was delivered, and the
@@ -178,7 +185,7 @@ class PollWorker(Generic[IntentionT]):
         delivered_any = False
         while chunk:
             try:
-                results = self._popper.pop_group(chunk)
+                results = self._popper.pop_group(chunk, partitions)
             except Exception:
                 log.exception("poll worker %d: pop failed for group %s", self.index, key)
                 self._count(errors=1)
@@ -193,9 +200,10 @@ class PollWorker(Generic[IntentionT]):
                 # An empty pop: the group has nothing more now.
                 return delivered_any, next((r for r in results if not r.has_messages), None)
             size = min(GROUP_CHUNK_MAX, 4 * len(chunk))
-            ripe = self._registry.linger_more(key, taken, since)
+            ripe = self._registry.linger_next(key, taken, since)
+            partitions = () if ripe is None else ripe[:size]
             if ripe is not None:
-                size = min(size, ripe)
+                size = len(partitions)
             chunk = self._registry.intentions_for(key, size) if size else []
         return delivered_any, None
 
@@ -213,6 +221,7 @@ class PollWorker(Generic[IntentionT]):
         if empty is None:
             self._registry.record_round(key, had_messages, now, taken=taken)
             return
+        emptied = empty.partitions  # a pop of named partitions: only they are stale
         timer = None
         if empty.due_in is not None or empty.contended:
             back = self._clock()  # the due time counts from when the result came back
@@ -222,7 +231,7 @@ class PollWorker(Generic[IntentionT]):
                 retry = back + self._registry.policy.base_ms / 1000.0
                 timer = retry if timer is None else min(timer, retry)
             self._count(timers=1)
-        self._registry.record_round(key, had_messages, now, empty.wake_after, timer, taken)
+        self._registry.record_round(key, had_messages, now, empty.wake_after, timer, taken, emptied)
 
     def _poll_many(self, keys: Sequence[GroupingKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
@@ -284,8 +293,10 @@ class PollWorker(Generic[IntentionT]):
     def _poll_heads(self, groups: Sequence[tuple[GroupingKey, IntentionT]], now: float) -> None:
         registry = self._registry
         self._count(rounds=len(groups))
+        ripe = [registry.linger_next(key, (), now) for key, _ in groups]
+        partitions = [r[0] if r else None for r in ripe]
         try:
-            results = self._popper.pop_heads([head for _, head in groups])
+            results = self._popper.pop_heads([head for _, head in groups], partitions)
         except Exception:
             log.exception("poll worker %d: pop failed for %d groups", self.index, len(groups))
             self._count(errors=1)
@@ -300,9 +311,10 @@ class PollWorker(Generic[IntentionT]):
             if had_messages:
                 taken.update(result.partitions)
                 self._deliver(result)
-                size = registry.linger_more(key, taken, now)
-                more = registry.intentions_for(key, 4 if size is None else min(4, size))
-                _, empty = self._drain(key, more, now, taken)
+                next_ripe = registry.linger_next(key, taken, now)
+                parts = () if next_ripe is None else next_ripe[:4]
+                more = registry.intentions_for(key, 4 if next_ripe is None else len(parts))
+                _, empty = self._drain(key, more, now, taken, parts)
             self._record(key, had_messages, now, empty, taken)
 
     def _deliver(self, result: PopResult) -> None:

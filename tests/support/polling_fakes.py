@@ -64,7 +64,9 @@ class InMemoryPopper:
         with self._lock:
             self.available[key] = self.available.get(key, 0) + count
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             if self.fail_with is not None:
@@ -79,7 +81,9 @@ class InMemoryPopper:
             self.on_pop(intentions)
         return results
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             if self.fail_with is not None:
@@ -128,20 +132,25 @@ class PartitionedPopper:
     def add(self, partition: str, at: float, count: int = 1) -> None:
         self.messages.setdefault(partition, []).extend([at] * count)
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         self.calls.append([it.request_id for it in intentions])
         results: list[PopResult] = []
-        for intention in intentions:
-            results.append(self._pop_one(intention))
+        for i, intention in enumerate(intentions):
+            results.append(self._pop_one(intention, partitions[i] if i < len(partitions) else None))
             if not results[-1].has_messages:
                 break
         if self.on_pop is not None:
             self.on_pop(intentions)
         return results
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         self.calls.append([it.request_id for it in intentions])
-        results = [self._pop_one(intention) for intention in intentions]
+        named = list(partitions) + [None] * (len(intentions) - len(partitions))
+        results = [self._pop_one(it, p) for it, p in zip(intentions, named, strict=True)]
         if self.on_pop is not None:
             self.on_pop(intentions)
         return results
@@ -149,11 +158,13 @@ class PartitionedPopper:
     def release(self, lease_ids: Sequence[str]) -> None:
         self.released.extend(lease_ids)
 
-    def _pop_one(self, intention: PollIntention) -> PopResult:
+    def _pop_one(self, intention: PollIntention, named: str | None = None) -> PopResult:
         ready = [(times[0], p) for p, times in self.messages.items() if times]
+        if named is not None:  # a pop of that partition only
+            ready = [(at, p) for at, p in ready if p == named]
         if not ready:
             self.taken.append(None)
-            return PopResult(intention.request_id, 204, None)
+            return PopResult(intention.request_id, 204, None, partitions=(named,) if named else ())
         _, partition = min(ready)
         times = self.messages[partition]
         count = min(intention.request.batch, len(times))

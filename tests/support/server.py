@@ -108,3 +108,11 @@ def all_started(servers: list[ServerProcess]) -> Iterator[list[ServerProcess]]:
         for srv in servers:
             srv.wait_healthy()
         yield servers
+
+
+@contextlib.contextmanager
+def side_by_side(dsn: str, count: int = 2, **env: Any) -> Iterator[list[ServerProcess]]:
+    """`count` servers (two worker processes each) on one database, started together and
+    stopped at the end."""
+    with all_started([ServerProcess(dsn, workers=2, **env) for _ in range(count)]) as servers:
+        yield servers

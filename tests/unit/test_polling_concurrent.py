@@ -39,7 +39,9 @@ class GatePopper:
         self.threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
@@ -54,7 +56,9 @@ class GatePopper:
             with self._lock:
                 self.active -= 1
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         return self.pop_heads(intentions[:1])
 
     def release(self, lease_ids: Sequence[str]) -> None:

@@ -194,3 +194,28 @@ def test_without_linger_every_push_pops_at_once() -> None:
         h.push("p0")
         assert h.run(h.clock.now) == ["p0"]
         assert h.answered(rid) == 200
+
+
+def test_a_ripe_partition_another_process_took_does_not_take_the_next(h: Harness) -> None:
+    """A ripe partition is popped by name: if another process's worker took it, the pop
+    comes back empty, the next partition (not ripe yet) stays where it is, and only the
+    emptied partition's hint is dropped."""
+    h.wait()
+    t = 1.0
+    for _ in range(30):  # two busy partitions
+        h.clock.now = t
+        h.registry.reset_matching("q", "p0")
+        h.clock.now = t + GAP / 2
+        h.registry.reset_matching("q", "p1")
+        t += GAP
+    assert h.run(t) == [None] and h.run(t) == [None]  # stale hints, each popped: empty
+    assert h.run(t) == []  # and forgotten
+    h.clock.now = t + 0.001
+    h.push("p0")  # ripe at t + 0.001 + CAP
+    h.clock.now = t + 0.005
+    h.push("p1")  # ripe at t + 0.005 + CAP
+    h.popper.messages["p0"].clear()  # another process's poll worker took p0
+    assert h.run(t + 0.001 + CAP) == [None]  # p0 by name: empty; p1 not touched
+    assert len(h.popper.messages["p1"]) == 1
+    assert h.run(t + 0.003 + CAP) == []  # p1 still waits for its own ripeness
+    assert h.run(t + 0.005 + CAP) == ["p1"]
