@@ -6,8 +6,8 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "q", "r", "s",
-    "t", "u", "w", "x", "y", "z",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+    "s", "t", "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
@@ -15,7 +15,8 @@ SCENARIOS = (
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
-# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own).
+# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own);
+# (o) Queen's SQL API against the HTTP push (needs the server's database).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 # (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
 # named partition), three SQL probes
@@ -131,11 +132,16 @@ class Sizes:
     sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
     sqlcost_rounds: int = 6  # (q): rounds per size (the sides alternate which goes first)
     sqlcost_baseline: str | None = None  # (q): another checkout, measured beside this one
+    sqlapi_calls: int = 600  # (o): calls of each single kind (in blocks of 20)
+    sqlapi_batch: int = 1000  # (o): items of a produce, and of the batched push
+    sqlapi_batch_calls: int = 40  # (o): calls of each batch kind
 
 
 FULL = Sizes()
 QUICK = Sizes(
     runs=1,
+    sqlapi_calls=120,
+    sqlapi_batch_calls=8,
     warmup_s=0.5,
     duration_s=3.0,
     consume_messages=10_000,
