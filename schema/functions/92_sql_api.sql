@@ -179,13 +179,14 @@ BEGIN
           FROM queen._sql_produce_later(p_queue, p_payload, v_part, v_pid, p_txn,
                                         p_delay_until) l;
     ELSE
-        -- (by the partition's id when it exists, as the server's push_partition_v2: a NULL
-        -- answer, a capped queue or a partition gone, runs the general push)
+        -- (by the partition's id when it exists, as the server's single push: its one-item
+        -- path, queen.push_partition_v3; a NULL answer, a capped queue or a partition gone,
+        -- runs the general push)
         v_items := jsonb_build_array(jsonb_build_object(
                        'queue', p_queue, 'partition', v_part, 'transactionId', p_txn,
                        'payload', coalesce(p_payload, 'null'::jsonb)));
-        r := (coalesce(queen._push_retrying(v_items, true, v_pid),
-                       queen._push_retrying(v_items, true)) -> 0)::jsonb;
+        r := coalesce(queen.push_partition_v3(v_pid, v_items::text)::jsonb,
+                      queen._push_retrying(v_items, true)::jsonb) -> 0;
         PERFORM queen._sql_citus_wakes(v_items);
         IF r ->> 0 NOT IN ('queued', 'duplicate') THEN
             IF r ->> 5 = 'encryption_key_missing' THEN
