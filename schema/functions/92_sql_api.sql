@@ -311,12 +311,29 @@ DECLARE
     v_res   json;
     v_out   jsonb;
     v_enc   text;
+    v_queue text;
+    v_part  text;
+    v_pid   uuid;
 BEGIN
     IF jsonb_array_length(v_items) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;
     v_items := queen._sql_produce_items(v_items);
-    v_res := queen._push_retrying(v_items, true);
+    -- Items of one existing partition (nearly every produce of a batch) go by its id, as
+    -- the server's push of one partition does; the others by the general push.
+    SELECT CASE WHEN count(DISTINCT (e ->> 'queue', coalesce(nullif(e ->> 'partition', ''),
+                                                         'Default'))) = 1
+                THEN min(e ->> 'queue') END,
+           min(coalesce(nullif(e ->> 'partition', ''), 'Default'))
+      INTO v_queue, v_part
+      FROM jsonb_array_elements(v_items) e;
+    IF v_queue IS NOT NULL THEN
+        SELECT p.id INTO v_pid FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.name = v_queue AND p.name = v_part;
+    END IF;
+    v_res := coalesce(CASE WHEN v_pid IS NOT NULL
+                           THEN queen._push_retrying(v_items, true, v_pid) END,
+                      queen._push_retrying(v_items, true));
     PERFORM queen._sql_citus_wakes(v_items);
     -- (the compact answer holds statuses, ids and error texts: a failed item says "failed")
     IF strpos(v_res::text, '"failed"') = 0 THEN
