@@ -28,6 +28,7 @@ from bench.common import BenchError, Context, Figure, RunResult, configure, expe
 from bench.httpclient import close_all
 from bench.options import Sizes
 from bench.stats import percentile
+from queen_threads.db import queries
 
 WAIT_TIMEOUT_MS = 30_000
 BLOCK = 20  # calls of one kind in a row
@@ -37,7 +38,7 @@ SKIPPED = 3  # of them left out
 def sqlapi_figures(sizes: Sizes) -> list[Figure]:
     n = sizes.sqlapi_batch
     one = "produce_one in the caller's transaction: PG CPU"
-    call = "HTTP single push's call (push_partition_v2): PG CPU"
+    call = "HTTP single push's call (the named statement push_partition): PG CPU"
     wake = "SQL commit -> long poll answered"
     return [
         Figure("produce_one_us", f"{one}, median", "us"),
@@ -112,9 +113,7 @@ def _costs(dsn: str, queue: str, s: Sizes, pad: str) -> dict[str, float]:
             "order+produce": lambda: db.run(
                 order + "SELECT queen.produce_one(%s, %s::jsonb, 'P', %s); COMMIT",
                 (payload, queue, payload, str(uuid.uuid4()))),
-            "http": lambda: db.run(
-                "SELECT queen._wake_epoch(), queen.push_partition_v2(%s::uuid, %s::text)",
-                (pid, items(queue, 1, pad))),
+            "http": lambda: db.run(queries.get("push_partition"), (pid, items(queue, 1, pad))),
         }, s.sqlapi_calls)  # fmt: skip
         batch_wall: list[float] = []
 
@@ -127,8 +126,8 @@ def _costs(dsn: str, queue: str, s: Sizes, pad: str) -> dict[str, float]:
         batches = db.blocks({
             "produce": produce_batch,
             "http": lambda: db.run(
-                "SELECT queen._wake_epoch(), queen.push_partition_v2(%s::uuid, %s::text)",
-                (pid, items(queue, s.sqlapi_batch, pad))),
+                queries.get("push_partition"), (pid, items(queue, s.sqlapi_batch, pad))
+            ),
         }, s.sqlapi_batch_calls)  # fmt: skip
     finally:
         db.close()

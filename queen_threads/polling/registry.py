@@ -36,6 +36,9 @@ class _Group:
     # Due at once for a reason a lingering message must not defer (a reset: a message in
     # a quiet partition, a released lease nothing is known of); cleared when a round starts.
     immediate: bool = False
+    # Made due at once by a wake-up or a first registration (cleared when a round starts):
+    # its round goes before those of groups whose backoff came (due_groups).
+    woken: bool = False
     # Reset for a reason the hints do not cover (a wake-up without a partition, a released
     # lease nothing is known of, reset_backoff): the next round pops until a pop comes back
     # empty, as without linger; `draining` is that round's copy.
@@ -139,6 +142,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 group.backoff.timer = None
                 group.wake_after = None  # a first registration is a reset: a fresh round
                 group.poked = key in self._in_flight
+                group.woken = True
                 if self.linger is not None and group.pending.busy(now, self.linger):
                     # Under load: the messages known to wait are popped when ripe.
                     ripe = group.pending.next_ripe(self._batch_of(intention), self.linger)
@@ -232,7 +236,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
             group = self._groups.get(key)
             if group is not None:
                 group.poked = False
-                group.immediate = False
+                group.immediate = group.woken = False
                 group.draining, group.full_round = group.full_round, False
             return True
 
@@ -260,6 +264,20 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 if key not in self._in_flight and backoff.is_due(now):
                     due.append(key)
             return due
+
+    def due_groups(self, shard: int, now: float) -> tuple[list[GroupingKey], list[GroupingKey]]:
+        """``shard``'s due groups not in flight, in two lists: those woken (a wake-up or a
+        first registration made them due at once) and the others (their backoff or due
+        time came). A woken group's poll should not wait for the others' round."""
+        with self._lock:
+            woken: list[GroupingKey] = []
+            rest: list[GroupingKey] = []
+            for key in self._active[shard]:
+                group = self._groups[key]
+                group.backoff.last_accessed = now
+                if key not in self._in_flight and group.backoff.is_due(now):
+                    (woken if group.woken else rest).append(key)
+            return woken, rest
 
     def record_round(
         self,
@@ -542,7 +560,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
     def _reset_locked(self, key: GroupingKey, group: _Group, full: bool = True) -> None:
         self.policy.reset(group.backoff)
         group.wake_after = None
-        group.immediate = True
+        group.immediate = group.woken = True
         group.full_round = group.full_round or full
         if key in self._in_flight:
             group.poked = True

@@ -137,11 +137,20 @@ class PollWorker(Generic[IntentionT]):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
             self._count(timed_out=1)
         if self._checks_due(now):
-            due = self._registry.due_keys(self.index, now)
-            if len(due) == 1:
-                self._poll_group(due[0], now)
-            elif due:
-                self._poll_many(due, now)
+            # The groups a wake-up made due first, in a call of their own: their waiters
+            # should not wait for the backoff pops of idle groups (on time, however many);
+            # on ticks, every due group in one call.
+            registry = self._registry
+            rounds: Sequence[Sequence[GroupingKey]] = (
+                (registry.due_keys(self.index, now),)
+                if self._due_on_ticks
+                else registry.due_groups(self.index, now)
+            )
+            for due in rounds:
+                if len(due) == 1:
+                    self._poll_group(due[0], now)
+                elif due:
+                    self._poll_many(due, now)
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 

@@ -179,13 +179,14 @@ BEGIN
           FROM queen._sql_produce_later(p_queue, p_payload, v_part, v_pid, p_txn,
                                         p_delay_until) l;
     ELSE
-        -- (by the partition's id when it exists, as the server's push_partition_v2: a NULL
-        -- answer, a capped queue or a partition gone, runs the general push)
+        -- (by the partition's id when it exists, as the server's single push: its one-item
+        -- path, queen.push_partition_v3; a NULL answer, a capped queue or a partition gone,
+        -- runs the general push)
         v_items := jsonb_build_array(jsonb_build_object(
                        'queue', p_queue, 'partition', v_part, 'transactionId', p_txn,
                        'payload', coalesce(p_payload, 'null'::jsonb)));
-        r := (coalesce(queen._push_retrying(v_items, true, v_pid),
-                       queen._push_retrying(v_items, true)) -> 0)::jsonb;
+        r := coalesce(queen.push_partition_v3(v_pid, v_items::text)::jsonb,
+                      queen._push_retrying(v_items, true)::jsonb) -> 0;
         PERFORM queen._sql_citus_wakes(v_items);
         IF r ->> 0 NOT IN ('queued', 'duplicate') THEN
             IF r ->> 5 = 'encryption_key_missing' THEN
@@ -310,12 +311,29 @@ DECLARE
     v_res   json;
     v_out   jsonb;
     v_enc   text;
+    v_queue text;
+    v_part  text;
+    v_pid   uuid;
 BEGIN
     IF jsonb_array_length(v_items) = 0 THEN
         RETURN '[]'::jsonb;
     END IF;
     v_items := queen._sql_produce_items(v_items);
-    v_res := queen._push_retrying(v_items, true);
+    -- Items of one existing partition (nearly every produce of a batch) go by its id, as
+    -- the server's push of one partition does; the others by the general push.
+    SELECT CASE WHEN count(DISTINCT (e ->> 'queue', coalesce(nullif(e ->> 'partition', ''),
+                                                         'Default'))) = 1
+                THEN min(e ->> 'queue') END,
+           min(coalesce(nullif(e ->> 'partition', ''), 'Default'))
+      INTO v_queue, v_part
+      FROM jsonb_array_elements(v_items) e;
+    IF v_queue IS NOT NULL THEN
+        SELECT p.id INTO v_pid FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+         WHERE q.name = v_queue AND p.name = v_part;
+    END IF;
+    v_res := coalesce(CASE WHEN v_pid IS NOT NULL
+                           THEN queen._push_retrying(v_items, true, v_pid) END,
+                      queen._push_retrying(v_items, true));
     PERFORM queen._sql_citus_wakes(v_items);
     -- (the compact answer holds statuses, ids and error texts: a failed item says "failed")
     IF strpos(v_res::text, '"failed"') = 0 THEN
