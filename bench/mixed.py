@@ -132,7 +132,14 @@ async def load_window(
         await close_all([*conns, scraper])
     stats = latency_stats(books.acked, books.received)
     received = stats["received"]
+    carrying = books.pops - books.empty_pops
     stats |= {
+        "msgs_per_pop": round(len(books.received) / books.pops, 2) if books.pops else None,
+        "msgs_per_carrying_pop": round(len(books.received) / carrying, 2) if carrying else None,
+        # each message's push, plus the pops and the acks (one per carrying pop) per message
+        "requests_per_msg": (
+            round(1 + (books.pops + carrying) / len(books.received), 2) if books.received else None
+        ),
         "asked": rate,
         "seconds": seconds,
         "carried": carried_rate(books, start, seconds),
@@ -142,14 +149,20 @@ async def load_window(
         **{f"{name}_cpu_ms_per_msg": per_message_ms(cpu, name, received) for name in CPU_NAMES},
         "server_counts_per_msg": counts,
     }
+    server_ms, requests = stats.get("server_cpu_ms_per_msg"), stats.get("requests_per_msg")
+    stats["server_cpu_ms_per_request"] = (
+        round(server_ms / requests, 4) if server_ms is not None and requests else None
+    )
     return stats, cpu
 
 
-OTHER = "other_"  # key prefix of the figures of --mixed-other-url
+OTHER = "other_"  # key prefix of the figures of --mixed-other-url (or --original)
+BASELINE = "baseline_"  # key prefix of the figures of --baseline's server
+WHO = {"": "", OTHER: "other server", BASELINE: "baseline"}
 
 
 def step_keys(rate: float, prefix: str = "") -> list[tuple[str, str, str]]:
-    at = f"{'other server: ' if prefix else ''}asked {rate:,.0f} msg/s"
+    at = f"{WHO[prefix] + ': ' if prefix else ''}asked {rate:,.0f} msg/s"
     k = f"{prefix}r{rate:g}"
     return [
         (f"{k}_carried", f"{at}: carried", "msg/s"),
@@ -158,9 +171,24 @@ def step_keys(rate: float, prefix: str = "") -> list[tuple[str, str, str]]:
         (f"{k}_server_cpu", f"{at}: server CPU per message", "ms"),
         (f"{k}_postgres_cpu", f"{at}: PostgreSQL CPU per message", "ms"),
         (f"{k}_loadgen_cpu", f"{at}: load generator CPU per message", "ms"),
+        (f"{k}_per_pop", f"{at}: messages per pop", "msgs"),
+        (f"{k}_per_carrying_pop", f"{at}: messages per pop that carried some", "msgs"),
+        (f"{k}_requests", f"{at}: requests per message (push, pops, acks)", "req"),
+        (f"{k}_server_per_request", f"{at}: server CPU per request", "ms"),
         (f"{k}_lost", f"{at}: lost", "msgs"),
         (f"{k}_duplicated", f"{at}: duplicated", "msgs"),
     ]
+
+
+def prefixes(sizes: Sizes) -> list[str]:
+    """The sides of every step: this checkout's server, --mixed-other-url's (or
+    --original's), --baseline's."""
+    out = [""]
+    if sizes.mixed_other_url:
+        out.append(OTHER)
+    if sizes.mixed_baseline:
+        out.append(BASELINE)
+    return out
 
 
 def mixed_figures(sizes: Sizes) -> list[Figure]:
@@ -169,8 +197,9 @@ def mixed_figures(sizes: Sizes) -> list[Figure]:
         f" (batch {sizes.mixed_batch})"
     )
     out = []
-    for prefix in ("", OTHER) if sizes.mixed_other_url else ("",):
-        who = f"other server ({sizes.mixed_other_url}): " if prefix else ""
+    for prefix in prefixes(sizes):
+        who = {"": "", OTHER: f"other server ({sizes.mixed_other_url}): ",
+               BASELINE: "baseline: "}[prefix]  # fmt: skip
         limit = f"{sizes.mixed_p99_limit_ms:g} ms"
         out.append(
             Figure(f"{prefix}best_rate", f"{who}{shape}: highest rate carried at p99 <= {limit}",
@@ -186,7 +215,9 @@ def mixed_figures(sizes: Sizes) -> list[Figure]:
 def step_figures(rate: float, stats: dict[str, Any], prefix: str = "") -> dict[str, float]:
     values = (stats.get("carried"), stats.get("p50_ms"), stats.get("p99_ms"),
               stats.get("server_cpu_ms_per_msg"), stats.get("postgres_cpu_ms_per_msg"),
-              stats.get("loadgen_cpu_ms_per_msg"), stats.get("lost"),
+              stats.get("loadgen_cpu_ms_per_msg"), stats.get("msgs_per_pop"),
+              stats.get("msgs_per_carrying_pop"), stats.get("requests_per_msg"),
+              stats.get("server_cpu_ms_per_request"), stats.get("lost"),
               stats.get("duplicated"))  # fmt: skip
     keys = [key for key, _, _ in step_keys(rate, prefix)]
     return {key: float(v) for key, v in zip(keys, values, strict=True) if v is not None}
@@ -231,24 +262,28 @@ async def idle_partitions(ctx: Context, label: str, count: int) -> None:
         await setup.close()
 
 
+def side_targets(ctx: Context) -> list[tuple[str, Target | None]]:
+    """(prefix, server) of every side; None: the server under test."""
+    targets: dict[str, Target | None] = {"": None, OTHER: other_target(ctx), BASELINE: ctx.baseline}
+    return [(prefix, targets[prefix]) for prefix in prefixes(ctx.sizes)]
+
+
 async def mixed_load(ctx: Context, run: int) -> RunResult:
-    """Each asked rate on the server under test, then (with --mixed-other-url) on the
-    other server right after it: the two meet the same moment of a shared machine."""
+    """Each asked rate on the server under test and on the others beside it (--baseline's,
+    --mixed-other-url's or --original's), the side that goes first turning from step to
+    step: they meet the same moment of a shared machine."""
     s = ctx.sizes
-    other = other_target(ctx)
+    all_sides = side_targets(ctx)
     if run == 0:
-        for prefix, target in (("", None), (OTHER, other)):
-            if prefix and target is None:
-                continue
+        for prefix, target in all_sides:
             with ctx.against(target) if target is not None else contextlib.nullcontext():
                 await idle_partitions(ctx, f"{prefix}idle", s.mixed_idle_partitions)
     figures: dict[str, float] = {}
     cpu: dict[str, dict[str, float | None]] = {}
-    steps: dict[str, list[dict[str, Any]]] = {"": [], OTHER: []}
-    for rate in s.mixed_rates:
-        for prefix, target in (("", None), (OTHER, other)):
-            if prefix and target is None:
-                continue
+    steps: dict[str, list[dict[str, Any]]] = {prefix: [] for prefix, _ in all_sides}
+    for step, rate in enumerate(s.mixed_rates):
+        turn = (step + run) % len(all_sides)  # which side goes first turns
+        for prefix, target in all_sides[turn:] + all_sides[:turn]:
             with ctx.against(target) if target is not None else contextlib.nullcontext():
                 label = f"r{run}-{prefix}{rate:g}"
                 stats, window = await load_window(ctx, label, rate, s.mixed_step_s)
@@ -256,15 +291,16 @@ async def mixed_load(ctx: Context, run: int) -> RunResult:
             figures |= step_figures(rate, stats, prefix)
             for key, _, _ in step_keys(rate, prefix):
                 cpu[key] = window
-            log(f"(x) run {run + 1}: {'other server, ' if prefix else ''}asked {rate:,.0f}"
-                f" msg/s: {stats}")  # fmt: skip
+            who = f"{WHO[prefix]}, " if prefix else ""
+            log(f"(x) run {run + 1}: {who}asked {rate:,.0f} msg/s: {stats}")
     for prefix, done in steps.items():
-        if not done:
-            continue
         figures[f"{prefix}best_rate"] = best_rate(done, s.mixed_p99_limit_ms)
         figures[f"{prefix}lost"] = float(sum(st["lost"] for st in done))
         figures[f"{prefix}duplicated"] = float(sum(st["duplicated"] for st in done))
         best = figures[f"{prefix}best_rate"]
-        log(f"(x) run {run + 1}: {'other server: ' if prefix else ''}highest rate carried at"
+        who = f"{WHO[prefix]}: " if prefix else ""
+        log(f"(x) run {run + 1}: {who}highest rate carried at"
             f" p99 <= {s.mixed_p99_limit_ms:g} ms: {best:,.0f} msg/s")  # fmt: skip
-    return RunResult(figures, cpu, {"steps": steps[""], "other_steps": steps[OTHER]})
+    extra = {"steps": steps[""], "other_steps": steps.get(OTHER, []),
+             "baseline_steps": steps.get(BASELINE, [])}  # fmt: skip
+    return RunResult(figures, cpu, extra)

@@ -6,8 +6,8 @@ import argparse
 from dataclasses import dataclass, replace
 
 SCENARIOS = (
-    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "p", "q", "r", "s",
-    "t", "u", "w", "x", "y", "z",
+    "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+    "s", "t", "u", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
@@ -15,7 +15,8 @@ SCENARIOS = (
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
-# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own).
+# (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own);
+# (o) Queen's SQL API against the HTTP push (needs the server's database).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
 # (z)'s operations: pushes of 1 and 1000 messages, pops of 100 + ack (of the queue, of a
 # named partition), three SQL probes
@@ -115,6 +116,7 @@ class Sizes:
     mixed_idle_partitions: int = 0  # (x): partitions of another queue in the database first
     mixed_other_url: str | None = None  # (x): also this server, step by step (e.g. the original)
     mixed_other_database_url: str | None = None  # (x): its database (PostgreSQL's CPU)
+    mixed_baseline: bool = False  # (x): --baseline's server is a side of every step too
     mixed_long_rate: float = 800.0  # (y): msg/s asked
     mixed_long_s: float = 600.0  # (y): production time
     mixed_long_edge_s: float = 60.0  # (y): memory averaged over the first and last this long
@@ -130,11 +132,16 @@ class Sizes:
     sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
     sqlcost_rounds: int = 6  # (q): rounds per size (the sides alternate which goes first)
     sqlcost_baseline: str | None = None  # (q): another checkout, measured beside this one
+    sqlapi_calls: int = 600  # (o): calls of each single kind (in blocks of 20)
+    sqlapi_batch: int = 1000  # (o): items of a produce, and of the batched push
+    sqlapi_batch_calls: int = 40  # (o): calls of each batch kind
 
 
 FULL = Sizes()
 QUICK = Sizes(
     runs=1,
+    sqlapi_calls=120,
+    sqlapi_batch_calls=8,
     warmup_s=0.5,
     duration_s=3.0,
     consume_messages=10_000,
@@ -201,6 +208,9 @@ class Options:
     ceilings: bool
     keep: bool
     argv: tuple[str, ...]
+    original_run: str | None = None  # (x): start the original server from this run script
+    baseline: str | None = None  # another checkout, measured beside this one
+    cpu_profile: str | None = None  # the started server's CPU-time stacks go to this folder
 
     @property
     def start_server(self) -> bool:
@@ -451,6 +461,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="CPU (%% of one core) of other processes that counts as quiet (25)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary data folder")
+    p.add_argument(
+        "--cpu-profile",
+        metavar="DIR",
+        help="sample the started server's workers by CPU time (SIGPROF, bench/cpu_profile_conf.py)"
+        " over the whole run; their stacks go to DIR and a summary to the report",
+    )
+    p.add_argument(
+        "--baseline",
+        metavar="DIR",
+        help="also start the server of the checkout at DIR (e.g. a `git worktree` of the"
+        " commit before a change) on a database of its own of the same PostgreSQL, and run"
+        " every run of every scenario against both, the side that goes first alternating"
+        " ((x): step by step); not with --url",
+    )
+    p.add_argument(
+        "--original",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="RUN",
+        help="(x): start the original Queen server (its run script, default"
+        " ../shared/original/run) on a fresh database of the same PostgreSQL and run every"
+        " step against it too, the sides alternating",
+    )
     return p
 
 
@@ -497,6 +531,10 @@ def parse_args(argv: list[str]) -> Options:
     sizes = replace(sizes, **overrides)  # type: ignore[arg-type]
     if ns.url is None and (ns.server_pid or ns.pg_pid or ns.database_url):
         parser.error("--server-pid, --pg-pid and --database-url go with --url")
+    if ns.url is not None and ns.cpu_profile:
+        parser.error("--cpu-profile samples the server the bench starts: not with --url")
+    if ns.url is not None and ns.baseline:
+        parser.error("--baseline starts both servers itself: not with --url")
     return Options(
         url=ns.url.rstrip("/") if ns.url else None,
         workers=ns.workers,
@@ -518,4 +556,7 @@ def parse_args(argv: list[str]) -> Options:
         ceilings=ns.ceilings if ns.ceilings is not None else not ns.quick,
         keep=ns.keep,
         argv=tuple(argv),
+        original_run=ns.original,
+        baseline=ns.baseline,
+        cpu_profile=ns.cpu_profile,
     )

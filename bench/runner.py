@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -13,6 +14,7 @@ from bench.ceilings import measure_all
 from bench.common import Context, RunResult, log, now
 from bench.report import CpuRow, Row
 from bench.scenarios import SCENARIOS
+from bench.server import Target
 from bench.stats import Summary, median
 
 PAUSE_BETWEEN_RUNS_S = 1.0
@@ -25,6 +27,15 @@ class ScenarioOutcome:
     runs: list[RunResult] = field(default_factory=list)
     error: str | None = None
     profile_error: str | None = None
+    side: str = ""  # "baseline": the --baseline checkout's server
+
+    @property
+    def key(self) -> str:
+        return f"{self.letter}@{self.side}" if self.side else self.letter
+
+    @property
+    def label(self) -> str:
+        return f"({self.letter}) {self.title}" + (f" [{self.side}]" if self.side else "")
 
     def as_dict(self, ctx: Context) -> dict[str, Any]:
         figures = SCENARIOS[self.letter].figures(ctx.sizes)
@@ -92,21 +103,43 @@ async def wait_quiet(ctx: Context) -> float | None:
         await asyncio.sleep(2.0)
 
 
-async def run_scenario(ctx: Context, letter: str) -> ScenarioOutcome:
+# Scenarios that measure --baseline's server themselves ((x): a side of every step), or
+# that keep per-server state across runs: run against this checkout's server only.
+OWN_BASELINE = frozenset({"x", "y", "z", "i"})
+
+
+def sides(ctx: Context, letter: str, run: int) -> list[tuple[str, Target | None]]:
+    """Who each run measures, in order: this checkout's server (None), and the baseline
+    (--baseline) going first every other run."""
+    if ctx.baseline is None or letter in OWN_BASELINE:
+        return [("", None)]
+    pair: list[tuple[str, Target | None]] = [("", None), ("baseline", ctx.baseline)]
+    return pair[::-1] if run % 2 else pair
+
+
+async def run_scenario(ctx: Context, letter: str) -> list[ScenarioOutcome]:
     scenario = SCENARIOS[letter]
     outcome = ScenarioOutcome(letter, scenario.title)
+    outcomes = {"": outcome}
+    if ctx.baseline is not None and letter not in OWN_BASELINE:
+        outcomes["baseline"] = ScenarioOutcome(letter, scenario.title, side="baseline")
     for i in range(ctx.sizes.runs):
-        log(f"({letter}) {scenario.title}: run {i + 1} of {ctx.sizes.runs}")
-        try:
-            background = await wait_quiet(ctx)
-            result = await scenario.run(ctx, i)
-            result.extra["other_cpu_before_run"] = background
-            outcome.runs.append(result)
-        except Exception as exc:
-            outcome.error = f"{type(exc).__name__}: {exc}"
-            log(f"({letter}) FAILED: {outcome.error}\n{traceback.format_exc()}")
-            break
-        await asyncio.sleep(PAUSE_BETWEEN_RUNS_S)
+        for side, target in sides(ctx, letter, i):
+            at = f" [{side}]" if side else ""
+            log(f"({letter}) {scenario.title}{at}: run {i + 1} of {ctx.sizes.runs}")
+            this = outcomes[side]
+            if this.error is not None:
+                continue
+            try:
+                with ctx.against(target) if target is not None else contextlib.nullcontext():
+                    background = await wait_quiet(ctx)
+                    result = await scenario.run(ctx, i)
+                result.extra["other_cpu_before_run"] = background
+                this.runs.append(result)
+            except Exception as exc:
+                this.error = f"{type(exc).__name__}: {exc}"
+                log(f"({letter}){at} FAILED: {this.error}\n{traceback.format_exc()}")
+            await asyncio.sleep(PAUSE_BETWEEN_RUNS_S)
     if letter in ctx.options.profile and outcome.error is None:
         log(f"({letter}) one more run under py-spy (not counted)")
         ctx.profile_label = letter
@@ -118,7 +151,7 @@ async def run_scenario(ctx: Context, letter: str) -> ScenarioOutcome:
             log(f"({letter}) profiled run failed: {outcome.profile_error}")
         finally:
             ctx.profile_label = None
-    return outcome
+    return list(outcomes.values())
 
 
 async def run_all(ctx: Context) -> list[ScenarioOutcome]:
@@ -126,13 +159,13 @@ async def run_all(ctx: Context) -> list[ScenarioOutcome]:
         log("measuring the in-run ceilings")
         await wait_quiet(ctx)
         ctx.ceilings = await measure_all(ctx)
-    return [await run_scenario(ctx, letter) for letter in ctx.options.scenarios]
+    return [o for letter in ctx.options.scenarios for o in await run_scenario(ctx, letter)]
 
 
 def rows(ctx: Context, outcomes: list[ScenarioOutcome]) -> list[Row]:
     out: list[Row] = []
     for o in outcomes:
-        label = f"({o.letter}) {o.title}"
+        label = o.label
         for f in SCENARIOS[o.letter].figures(ctx.sizes):
             summary = o.summary(f.key)
             error = o.error if summary is None else None
@@ -160,8 +193,8 @@ def cpu_rows(ctx: Context, outcomes: list[ScenarioOutcome], cores: int) -> list[
             sampler = o.cpu_median(f.key, "pg_sampler")  # the bench's own PostgreSQL backend
             if loadgen is not None and sampler is not None:
                 loadgen = round(loadgen + sampler, 1)
+            scenario = f"({o.letter})" + (f" [{o.side}]" if o.side else "")
             out.append(
-                CpuRow(f"({o.letter})", label, server, busiest, postgres, loadgen, other,
-                       machine, cores)
-            )  # fmt: skip
+                CpuRow(scenario, label, server, busiest, postgres, loadgen, other, machine, cores)
+            )
     return out

@@ -5,8 +5,9 @@ key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
 (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
 issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run, and
-issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md), and
-issue 41's (q) SQL cost per call of push, pop and ack."""
+issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md),
+issue 41's (q) SQL cost per call of push, pop and ack, and issue 43's (o) Queen's SQL API
+against the HTTP push (docs/sql.md)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from bench import (
     push,
     reads,
     sdk,
+    sqlapi,
     sqlcost,
     streams,
     timers,
@@ -81,6 +83,12 @@ SCENARIOS: dict[str, Scenario] = {
             partitions.partitions_scaling,
         ),
         Scenario("x", "mixed load", mixed.mixed_figures, mixed.mixed_load),
+        Scenario(
+            "o",
+            "Queen's SQL API against the HTTP push: PG CPU per call, wake at commit",
+            sqlapi.sqlapi_figures,
+            sqlapi.sql_api,
+        ),
         Scenario("y", "mixed load, long run", mixed_long.long_figures, mixed_long.mixed_long),
         Scenario(
             "u",

@@ -126,7 +126,13 @@ class ManagedServer:
         if self.pg.socket_folder:  # the server's pool goes through the socket, as with `serve`
             server_env = {"DATABASE_SOCKET_DIR": self.pg.socket_folder} | server_env
         url = f"http://127.0.0.1:{port}"
-        self.procs.append(spawn("queen_threads.wsgi:app", server_env | extra, log_path, url))
+        config = None
+        if self.options.cpu_profile:  # the server's configuration plus a CPU-time sampler
+            config = ROOT / "bench" / "cpu_profile_conf.py"
+            extra = extra | {"QUEEN_BENCH_CPU_PROFILE": str(Path(self.options.cpu_profile))}
+        self.procs.append(
+            spawn("queen_threads.wsgi:app", server_env | extra, log_path, url, config=config)
+        )
         shown = {k: ("<embedded dsn>" if k == "DATABASE_URL" else v) for k, v in server_env.items()}
         shown |= {k: ("<random>" if k == "JWT_SECRET" else v) for k, v in extra.items()}
         return Target(
@@ -136,6 +142,39 @@ class ManagedServer:
             dsn=self.pg.socket_dsn or dsn,  # the ceilings take the server's pool's route
             started_here=True,
             server_env=shown,
+            log_path=str(log_path),
+        )
+
+    def start_baseline(self, checkout: Path) -> Target:
+        """The server of another checkout (--baseline) on a database of its own of the same
+        PostgreSQL, over the same route (its schema is that checkout's migrations)."""
+        from queen_threads.db import connect_raw
+
+        assert self.pg.port
+        conn = connect_raw(self.pg.dsn)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("CREATE DATABASE baseline")
+        finally:
+            conn.close()
+        dsn = self.pg.dsn.replace("/postgres?", "/baseline?")
+        port = free_port()
+        server_env = base_env(self.options, port, dsn)
+        if self.pg.socket_folder:
+            server_env = {"DATABASE_SOCKET_DIR": self.pg.socket_folder} | server_env
+        url = f"http://127.0.0.1:{port}"
+        log_path = self.tmp / "baseline.log"
+        self.procs.append(
+            spawn("queen_threads.wsgi:app", server_env, log_path, url, checkout.resolve())
+        )
+        socket_dsn = self.pg.socket_dsn
+        return Target(
+            url=url,
+            server_pid=self.procs[-1].pid,
+            pg_pid=postmaster_pid(self.pg.pgdata),
+            dsn=socket_dsn.replace("/postgres?", "/baseline?") if socket_dsn else dsn,
+            started_here=True,
+            server_env={"checkout": str(checkout)},
             log_path=str(log_path),
         )
 
@@ -186,15 +225,25 @@ def base_env(options: Options, port: int, dsn: str | None) -> dict[str, str]:
 
 
 def spawn(
-    app: str, server_env: dict[str, str], log_path: Path, url: str
+    app: str,
+    server_env: dict[str, str],
+    log_path: Path,
+    url: str,
+    root: Path = ROOT,
+    config: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`python -m gunicorn -c config/gunicorn.conf.py <app>`, healthy at `url`."""
+    """`python -m gunicorn -c config/gunicorn.conf.py <app>` of the checkout at `root` (this
+    one unless given: another's code comes first on PYTHONPATH), healthy at `url`."""
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB and not k.startswith("PG_")}
     env.update(server_env)
+    config = config or GUNICORN_CONFIG
+    if root != ROOT:
+        env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(":")
+        config = root / GUNICORN_CONFIG.relative_to(ROOT)
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(GUNICORN_CONFIG), app],
-            env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            [sys.executable, "-m", "gunicorn", "-c", str(config), app],
+            env=env, cwd=root, stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
     try:
         wait_healthy(url, 60, proc)

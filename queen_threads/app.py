@@ -33,7 +33,7 @@ from queen_threads.operations.routes.metrics import (
     kv_section,
 )
 from queen_threads.queue import routes as queue
-from queen_threads.queue.routes.pop import PopDefaults
+from queen_threads.queue.pop_body import PopDefaults
 from queen_threads.reads import routes as reads
 from queen_threads.runtime import Runtime
 from queen_threads.streams import routes as streams

@@ -67,6 +67,7 @@ from queen_threads.wake.listener import WakeupListener
 from queen_threads.wake.notifier import WakeNotifier
 from queen_threads.wake.peers import PeerService
 from queen_threads.wake.siblings import SiblingRelay
+from queen_threads.wake.store import WakeStore
 from queen_threads.wake.targets import WakeTargets
 
 log = logging.getLogger("queen_threads.runtime")
@@ -130,11 +131,12 @@ class Runtime:
         cipher = PayloadCipher(settings.encryption_key) if settings.encryption_key else None
         minutes = self.instruments.minutes
         queue_metrics = QueueMetrics(self.instruments.counters, minutes)
-        self.store = QueueStore(self.db, cipher, queue_metrics)
+        self.wakes = WakeStore(self.db)
+        self.store = QueueStore(self.db, cipher, queue_metrics, self.wakes.saw_epoch)
         # Other processes wake this one's long polls only where it said it waits
         # (wake/interest.py): said before every pop, under the notifier's origin.
         origin = uuid.uuid4().hex
-        self.interest = WakeInterest(self.store.want_wakes, self.store.withdraw_wakes, origin)
+        self.interest = WakeInterest(self.wakes.want, self.wakes.withdraw, origin)
         cover = self.interest if settings.listen_notify else None
         self.polling = PollingService(
             settings, self.store, self.worker_id, cover, WaitMetrics(minutes)
@@ -175,12 +177,12 @@ class Runtime:
             origin=origin,
         )
         # Pushes and acks wake other processes after their commit (wake/notifier.py).
-        self.targets = WakeTargets(
-            self.store.read_wake_interest, origin, lambda: self.store.wake_epoch
-        )
+        self.targets = WakeTargets(self.wakes.read, origin, lambda: self.wakes.epoch)
         # What only this instance's other workers wait for goes over their sockets.
         self.peers.relay = SiblingRelay(self.targets, lambda: self.peers.bus)
-        self.notifier = WakeNotifier(self.store.wake, origin, self.targets.wanted, self.peers.relay)
+        self.notifier = WakeNotifier(
+            self.wakes.notify, origin, self.targets.wanted, self.peers.relay
+        )
         self.listener = WakeupListener(self.direct_dsn, self._on_wakeup, self._wake_everything)
         # The schema, migrated in the background, and whether requests may use the database.
         self.availability = Availability(self.db, self.direct_dsn)
@@ -233,7 +235,7 @@ class Runtime:
         self.timers = TimerService(
             TimerStore(self.db, self.store),
             announce_pushed=self.queues.announce_pushed,
-            saw_wake_epoch=self.store.saw_wake_epoch,
+            saw_wake_epoch=self.wakes.saw_epoch,
             origin=origin,
             batch=settings.timers_fire_batch,
             max_sleep_s=settings.timers_max_sleep_ms / 1000,

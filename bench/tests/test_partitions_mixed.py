@@ -232,3 +232,45 @@ def test_the_database_port_of_a_url_or_of_its_socket_form() -> None:
     assert dsn_port("postgresql://u@h:6543/db") == 6543
     assert dsn_port("postgresql://postgres@/postgres?host=/tmp/x/run&port=40709") == 40709
     assert dsn_port("postgresql://u@h/db") == 5432
+
+
+def test_mixed_load_counts_pops_and_requests_per_message() -> None:
+    result = _run("x", FakeQueen(), mixed_rates=(200.0,), mixed_step_s=1.0)
+    (step,) = result.extra["steps"]
+    assert step["msgs_per_carrying_pop"] >= step["msgs_per_pop"] > 0
+    # every message is one push, plus its share of the pops and of their acks
+    assert step["requests_per_msg"] > 1.0
+    assert result.figures["r200_per_pop"] == step["msgs_per_pop"]
+
+
+def test_the_original_server_gets_its_database_by_the_same_route() -> None:
+    from bench.original import DEFAULT_RUN, database_dsn, libpq_env
+
+    socket_url = "postgresql://postgres@/postgres?host=/tmp/x/run&port=40709"
+    assert libpq_env(socket_url, "orig") == {
+        "PG_HOST": "/tmp/x/run", "PG_PORT": "40709", "PG_USER": "postgres",
+        "PG_PASSWORD": "postgres", "PG_DB": "orig",
+    }  # fmt: skip
+    assert libpq_env("postgresql://u:p@h:6543/db", "o")["PG_HOST"] == "h"
+    assert database_dsn(socket_url, "orig").startswith("postgresql://postgres@/orig?host=")
+    assert parse_args(["--scenarios", "x", "--original"]).original_run == ""
+    assert parse_args(["--scenarios", "x"]).original_run is None
+    assert DEFAULT_RUN.name == "run" and DEFAULT_RUN.parent.name == "original"
+
+
+def test_a_baseline_checkout_is_measured_beside_this_one_turn_about() -> None:
+    from bench.runner import OWN_BASELINE, sides
+
+    options = parse_args(["--quick", "--baseline", "/somewhere"])
+    assert options.baseline == "/somewhere"
+    with pytest.raises(SystemExit):
+        parse_args(["--url", "http://x", "--baseline", "/somewhere"])
+    ctx = Context(options, Target("http://a", None, None, None, True, {}))
+    assert sides(ctx, "b", 0) == [("", None)]  # no baseline started: this server only
+    ctx.baseline = Target("http://b", None, None, None, True, {})
+    assert [side for side, _ in sides(ctx, "b", 0)] == ["", "baseline"]
+    assert [side for side, _ in sides(ctx, "b", 1)] == ["baseline", ""]
+    assert "x" in OWN_BASELINE and sides(ctx, "x", 1) == [("", None)]  # (x): step by step
+    sizes = replace(QUICK, mixed_rates=(100.0,), mixed_baseline=True)
+    keys = {f.key for f in SCENARIOS["x"].figures(sizes)}
+    assert {"r100_carried", "baseline_r100_carried", "baseline_best_rate"} <= keys

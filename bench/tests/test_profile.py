@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from bench.profile import frame_name, parse_collapsed, summarise, summary_markdown
 
 RAW = (
@@ -68,3 +70,21 @@ def test_python_self_attributes_native_leaves_to_the_innermost_python_frame() ->
         ("fetch_one (queen_threads/db.py)", 7),
         ("main (queen_threads/app.py)", 3),
     ]
+
+
+def test_cpu_profile_stacks_of_every_worker_are_summarised(tmp_path: Path) -> None:
+    from bench.main import cpu_profile_summary
+    from bench.options import parse_args
+
+    handle = "handle (/x/gunicorn/workers/base_async.py:38)"
+    (tmp_path / "w1.txt").write_text(
+        f"{handle};on_post (/x/queen_threads/queue/routes/push.py:41) 3\n"
+    )
+    (tmp_path / "w2.txt").write_text(f"{handle} 1\n")
+    summary = cpu_profile_summary(tmp_path)
+    assert summary["samples"] == 4
+    assert summary["self"][0] == {
+        "frame": "on_post (queen_threads/queue/routes/push.py)", "samples": 3, "pct": 75.0
+    }  # fmt: skip
+    assert len(summary["files"]) == 2
+    assert parse_args(["--cpu-profile", str(tmp_path)]).cpu_profile == str(tmp_path)

@@ -37,7 +37,19 @@ def gevent_wait(conn: ext.connection, timeout: float | None = None) -> None:
     """Wait cooperatively for `conn`; a connection attempt fails after its timeout."""
     from gevent.socket import wait_read, wait_write
 
-    limit = connect_timeout_s(conn) if conn.status == ext.STATUS_SETUP else None
+    if conn.status != ext.STATUS_SETUP:  # a query: no deadline (the common case, first)
+        fileno = conn.fileno()
+        while True:
+            state = conn.poll()
+            if state == ext.POLL_OK:
+                return
+            if state == ext.POLL_READ:
+                wait_read(fileno)
+            elif state == ext.POLL_WRITE:
+                wait_write(fileno)
+            else:
+                raise psycopg2.OperationalError(f"bad result from poll: {state!r}")
+    limit = connect_timeout_s(conn)
     deadline = time.monotonic() + (limit or 0.0)
     while True:
         state = conn.poll()

@@ -7,7 +7,9 @@ import select
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from contextlib import suppress
+from typing import Any
 
 import psycopg2
 import psycopg2.errors
@@ -122,7 +124,8 @@ class Pool:
                 return
         with self._cond:
             self._idle.append(conn)
-            self._cond.notify()
+            if self._waiting:  # (a notify checks its lock's owner: not for nobody)
+                self._cond.notify()
 
     def _forget(self) -> None:
         with self._cond:
@@ -161,12 +164,29 @@ class Pool:
             }
 
 
+def _original_select() -> Callable[..., tuple[list[Any], list[Any], list[Any]]]:
+    """`select.select` as the standard library has it: under gevent's patching the module's
+    own is a cooperative one that arms watchers and yields to the hub, which a poll that
+    never waits (timeout 0) does not need; gevent hands the original out (public API)."""
+    try:
+        from gevent.monkey import get_original
+    except ImportError:
+        return select.select
+    original: Callable[..., tuple[list[Any], list[Any], list[Any]]] = get_original(
+        "select", "select"
+    )
+    return original
+
+
+_select_now = _original_select()
+
+
 def _looks_alive(conn: Connection) -> bool:
     """An idle connection must have nothing to read; readable means closed by the server."""
     if conn.closed:
         return False
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        readable, _, _ = _select_now([conn.fileno()], [], [], 0)
     except (OSError, ValueError):
         return False
     return not readable

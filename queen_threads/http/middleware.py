@@ -3,14 +3,21 @@
 CORS follows CORS_ALLOWED_ORIGINS: `*` (the default, as the original) allows any origin;
 a list answers `Access-Control-Allow-Origin` only to a request whose `Origin` is in it (a
 browser then refuses the response to any other page). A preflight (`OPTIONS`) is
-answered 204 before authentication: browsers send it without credentials.
+answered 204 before authentication: browsers send it without credentials. The methods,
+headers and max-age a browser may use are the preflight's answer only (a browser reads
+them nowhere else): every other answer carries just the origin rule, three headers fewer
+for gunicorn to check and write on every request.
+
+A request without an `X-Request-Id` gets one made of this process's random prefix and a
+counter: unique, and no random bytes drawn per request.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
+import secrets
 import time
-import uuid
 from typing import Any, Protocol
 
 import falcon
@@ -41,11 +48,15 @@ class RequestContext:
         self.observer = observer
         self.any_origin = "*" in cors_origins
         self.origins = frozenset(cors_origins)
-        self.cors = CORS_HEADERS | ({"Access-Control-Allow-Origin": "*"} if self.any_origin else {})
+        self._prefix = secrets.token_hex(6)
+        self._ids = itertools.count(1)
 
     def _cors(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.set_headers(self.cors)
-        if not self.any_origin:
+        if req.method == "OPTIONS":
+            resp.set_headers(CORS_HEADERS)
+        if self.any_origin:
+            resp.set_header("Access-Control-Allow-Origin", "*")
+        else:
             resp.set_header("Vary", "Origin")
             origin = req.get_header("Origin")
             if origin in self.origins:
@@ -55,7 +66,9 @@ class RequestContext:
         req.context.started = time.monotonic()
         self.observer.begin()
         incoming = req.get_header("X-Request-Id")
-        req.context.request_id = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
+        req.context.request_id = (
+            incoming if incoming and len(incoming) <= 128 else f"{self._prefix}{next(self._ids):x}"
+        )
         self._cors(req, resp)
         resp.set_header("X-Request-Id", req.context.request_id)
         if req.method == "OPTIONS":

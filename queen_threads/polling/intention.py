@@ -1,40 +1,19 @@
-"""A waiting long poll (``PollIntention``), the group it belongs to, and what the
-registry and the poll workers need of any kind of waiting long poll (:class:`Intention`)."""
+"""What the registry and the poll workers need of any kind of waiting long poll
+(:class:`Intention`), the key of its group and what a push may match (:class:`GroupSelector`).
+The kinds live with what they wait for: the queue's pops in ``queue/intention.py``, the
+stream polls in ``streams/intention.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
-from .request import QUEUE_MODE, PopRequest
-
-__all__ = [
-    "QUEUE_MODE",
-    "GroupKey",
-    "GroupSelector",
-    "GroupingKey",
-    "Intention",
-    "IntentionT",
-    "PollIntention",
-]
+__all__ = ["GroupSelector", "GroupingKey", "Intention", "IntentionT"]
 
 GroupingKey = tuple[str | None, ...]
-"""Any grouping key: a tuple (in practice a NamedTuple such as :class:`GroupKey`) whose
+"""Any grouping key: a tuple (in practice a NamedTuple, such as the queue's ``GroupKey``) whose
 first part names its kind, so keys of different kinds never collide; never a joined
 string."""
-
-
-class GroupKey(NamedTuple):
-    """The grouping key of waiting long polls: a tuple, never a joined string, because
-    names may contain any character (queue ``a:b`` partition ``c`` and queue ``a``
-    partition ``b:c`` must not share a group), and ``kind`` keeps a queue apart from a
-    namespace of the same name. ``None`` is an unset part (a wildcard pop, a namespace
-    without a task), distinct from every name."""
-
-    kind: str  # "queue" or "namespace"
-    scope: str | None  # the queue, or the namespace
-    detail: str | None  # the partition, or the task
-    consumer_group: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,37 +82,3 @@ class Intention(Protocol):
 
 IntentionT = TypeVar("IntentionT", bound=Intention)
 """The kind of intention a registry, worker or service handles."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PollIntention:
-    """One ``wait=true`` pop waiting in the registry until messages arrive or it expires.
-
-    ``request`` is the pop as the HTTP layer built it; ``worker_id`` names the response
-    queue of the HTTP worker that holds the request; ``deadline`` and ``created_at`` are
-    monotonic seconds (the registry's clock).
-    """
-
-    request_id: str
-    worker_id: int
-    request: PopRequest
-    deadline: float
-    created_at: float
-
-    def grouping_key(self) -> GroupKey:
-        """(queue, queue, partition, group) or (namespace, namespace, task, group)."""
-        r = self.request
-        if r.queue is not None:
-            return GroupKey("queue", r.queue, r.partition, r.consumer_group)
-        return GroupKey("namespace", r.namespace, r.task, r.consumer_group)
-
-    def selector(self) -> GroupSelector:
-        """What this intention waits for, for push wake-ups."""
-        r = self.request
-        if r.queue is not None:
-            return GroupSelector(r.queue, r.partition, None, None, r.consumer_group)
-        return GroupSelector(None, None, r.namespace, r.task, r.consumer_group)
-
-    def selectors(self) -> tuple[GroupSelector, ...]:
-        """The one selector of :meth:`selector` (the :class:`Intention` protocol)."""
-        return (self.selector(),)

@@ -30,7 +30,8 @@ class PopResult:
     backoff. None: nothing is due later. ``contended``: the pop found a candidate held by
     a concurrent transaction (another pop taking a lease, an ack) whose outcome it could
     not see, so its due time may miss a lease: the worker pops again after the backoff's
-    base interval to learn it.
+    base interval to learn it. ``partitions``: the partitions the messages came from, when
+    the popper knows them (the registry's linger hints of those are served).
     """
 
     request_id: str
@@ -41,6 +42,7 @@ class PopResult:
     wake_after: float | None = None
     due_in: float | None = None
     contended: bool = False
+    partitions: tuple[str, ...] = ()  # where the messages came from (linger's hints)
 
     @property
     def has_messages(self) -> bool:
@@ -61,14 +63,20 @@ class Popper(LeaseReleaser, Protocol[_I_contra]):
 
     ``pop_group`` pops once per intention, in the given (FIFO) order, each with its own
     lease and its own batch size and subscription options, and stops at the first empty
-    pop, so the list may be shorter than ``intentions``.
+    pop, so the list may be shorter than ``intentions``. ``partitions`` (linger.py): the
+    i-th intention pops the i-th partition named, when one is, and may leave it
+    unconsidered when its kind has no partitions.
     """
 
-    def pop_group(self, intentions: Sequence[_I_contra]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[_I_contra], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
         """One database call for the group; one result per pop attempted."""
         ...
 
-    def pop_heads(self, intentions: Sequence[_I_contra]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[_I_contra], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         """One database call popping once for each intention (each of another group);
         never stops early: exactly one result per intention, in order."""
         ...
@@ -94,13 +102,17 @@ class CoveringPopper(Generic[IntentionT]):
         self.popper = popper
         self._cover = cover
 
-    def pop_group(self, intentions: Sequence[IntentionT]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[IntentionT], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
         self._cover.cover(s for intention in intentions for s in intention.selectors())
-        return self.popper.pop_group(intentions)
+        return self.popper.pop_group(intentions, partitions)
 
-    def pop_heads(self, intentions: Sequence[IntentionT]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[IntentionT], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         self._cover.cover(s for intention in intentions for s in intention.selectors())
-        return self.popper.pop_heads(intentions)
+        return self.popper.pop_heads(intentions, partitions)
 
     def release(self, lease_ids: Sequence[str]) -> None:
         self.popper.release(lease_ids)

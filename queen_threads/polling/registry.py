@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Generic
 
@@ -13,6 +14,7 @@ from .clock import Clock
 from .deadlines import DeadlineHeap
 from .errors import RegistryClosed, RegistryFull
 from .intention import GroupingKey, GroupSelector, IntentionT
+from .linger import DEADLINE_MARGIN_S, LingerPolicy, Pending
 from .sharding import shard_of
 from .wake_index import WakeIndex
 
@@ -29,6 +31,19 @@ class _Group:
     # The popper's hint after an empty round: a push before this wall-clock time cannot
     # make the group's next result non-empty (None: any push may). Cleared by every reset.
     wake_after: float | None = None
+    # What the wake-ups said arrived and was not served yet, by partition (linger.py).
+    pending: Pending = field(default_factory=Pending)
+    # Due at once for a reason a lingering message must not defer (a reset: a message in
+    # a quiet partition, a released lease nothing is known of); cleared when a round starts.
+    immediate: bool = False
+    # Made due at once by a wake-up or a first registration (cleared when a round starts):
+    # its round goes before those of groups whose backoff came (due_groups).
+    woken: bool = False
+    # Reset for a reason the hints do not cover (a wake-up without a partition, a released
+    # lease nothing is known of, reset_backoff): the next round pops until a pop comes back
+    # empty, as without linger; `draining` is that round's copy.
+    full_round: bool = False
+    draining: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +87,8 @@ class PollIntentionRegistry(Generic[IntentionT]):
         policy: BackoffPolicy | None = None,
         worker_count: int = 2,
         clock: Clock = time.monotonic,
+        linger: LingerPolicy | None = None,
+        batch_of: Callable[[IntentionT], int] | None = None,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"registry capacity must be >= 1, got {capacity}")
@@ -81,6 +98,8 @@ class PollIntentionRegistry(Generic[IntentionT]):
         self.policy = policy or BackoffPolicy()
         self.worker_count = worker_count
         self._clock = clock
+        self.linger = linger if linger is not None and linger.enabled else None
+        self._batch_of = batch_of or (lambda _intention: 1)
         self._lock = threading.Lock()
         self._closed = False
         self._intentions: dict[str, IntentionT] = {}
@@ -123,6 +142,14 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 group.backoff.timer = None
                 group.wake_after = None  # a first registration is a reset: a fresh round
                 group.poked = key in self._in_flight
+                group.woken = True
+                if self.linger is not None and group.pending.busy(now, self.linger):
+                    # Under load: the messages known to wait are popped when ripe.
+                    ripe = group.pending.next_ripe(self._batch_of(intention), self.linger)
+                    if ripe is not None and ripe > now:
+                        group.backoff.last_query = now
+                        group.backoff.timer = min(ripe, intention.deadline - DEADLINE_MARGIN_S)
+                        group.poked = False
             group.backoff.last_accessed = now
             group.waiting[intention.request_id] = None
             for selector in intention.selectors():
@@ -209,6 +236,8 @@ class PollIntentionRegistry(Generic[IntentionT]):
             group = self._groups.get(key)
             if group is not None:
                 group.poked = False
+                group.immediate = group.woken = False
+                group.draining, group.full_round = group.full_round, False
             return True
 
     def unmark_in_flight(self, key: GroupingKey) -> None:
@@ -236,6 +265,20 @@ class PollIntentionRegistry(Generic[IntentionT]):
                     due.append(key)
             return due
 
+    def due_groups(self, shard: int, now: float) -> tuple[list[GroupingKey], list[GroupingKey]]:
+        """``shard``'s due groups not in flight, in two lists: those woken (a wake-up or a
+        first registration made them due at once) and the others (their backoff or due
+        time came). A woken group's poll should not wait for the others' round."""
+        with self._lock:
+            woken: list[GroupingKey] = []
+            rest: list[GroupingKey] = []
+            for key in self._active[shard]:
+                group = self._groups[key]
+                group.backoff.last_accessed = now
+                if key not in self._in_flight and group.backoff.is_due(now):
+                    (woken if group.woken else rest).append(key)
+            return woken, rest
+
     def record_round(
         self,
         key: GroupingKey,
@@ -243,6 +286,8 @@ class PollIntentionRegistry(Generic[IntentionT]):
         now: float,
         wake_after: float | None = None,
         timer: float | None = None,
+        taken: Collection[str] = (),
+        emptied: Collection[str] = (),
     ) -> None:
         """Apply the outcome of the round on ``key`` that started at ``now``.
 
@@ -253,6 +298,11 @@ class PollIntentionRegistry(Generic[IntentionT]):
         ``timer`` is the monotonic time at which the round's last pop said something
         becomes available (:attr:`PopResult.due_in`): the group is due then at the latest.
         A round during which the group was reset or poked is due at once anyway.
+
+        ``taken``: the partitions the round's pops delivered from (their linger hints are
+        served); ``emptied``: the named partitions a pop of them found empty (their hints
+        are stale; an empty pop of the whole queue makes every hint stale); with linger a
+        group whose hints wait is due when the first is ripe.
         """
         with self._lock:
             group = self._groups.get(key)
@@ -261,11 +311,48 @@ class PollIntentionRegistry(Generic[IntentionT]):
             self.policy.after_round(group.backoff, had_messages, now)
             group.backoff.timer = timer
             group.wake_after = None if had_messages else wake_after
+            if self.linger is not None:
+                group.pending.served(set(taken), now)
+                if emptied:
+                    group.pending.served(set(emptied), now)
+                elif not had_messages:
+                    group.pending.empty(now)
+            if self.linger is not None and group.waiting:
+                head = self._intentions[next(iter(group.waiting))]
+                ripe = group.pending.next_ripe(self._batch_of(head), self.linger)
+                if ripe is not None:
+                    ripe = min(ripe, head.deadline - DEADLINE_MARGIN_S)
+                    group.backoff.timer = ripe if timer is None else min(timer, ripe)
             if group.poked:
                 group.backoff.last_query = None
                 group.backoff.timer = None
                 group.wake_after = None
                 group.poked = False
+
+    def linger_next(
+        self, key: GroupingKey, taken: Collection[str], since: float
+    ) -> list[str] | None:
+        """During a round that began at ``since`` and delivered from ``taken`` (nothing yet
+        at its start): the partitions to pop the group's next polls from, one each, the
+        longest ripe first, or None when the group does not linger (pop any partition,
+        until a pop comes back empty). A lingering group pops only its ripe partitions, by
+        name (another process's poll worker may have taken one: that pop comes back empty;
+        a pop of the whole queue would take the next partition, not yet ripe); the rest
+        wait until theirs are."""
+        if self.linger is None:
+            return None
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                return []
+            group.pending.served(set(taken), since)
+            now = self._clock()
+            if not group.waiting:
+                return []
+            if group.draining or not group.pending.busy(now, self.linger):
+                return None
+            head = self._intentions[next(iter(group.waiting))]
+            return group.pending.ripe(now, self._batch_of(head), self.linger)
 
     def backoff_state(self, key: GroupingKey) -> BackoffState | None:
         """A copy of the key's backoff state, if any."""
@@ -303,6 +390,7 @@ class PollIntentionRegistry(Generic[IntentionT]):
         namespace: str | None = None,
         task: str | None = None,
         at: float | None = None,
+        count: int = 1,
     ) -> set[int]:
         """Reset every waiting group that new messages in ``queue`` may satisfy.
 
@@ -316,9 +404,15 @@ class PollIntentionRegistry(Generic[IntentionT]):
         shard not returned), since its popper promised such a push cannot help it. The
         hint is respected even while the group is in flight: it stays the promise of the
         last completed round until that round records its outcome.
+
+        With linger (linger.py) a group made busy by ``count`` messages in a busy
+        ``partition`` (or by the release of a partition where such messages wait) is due
+        when they are ripe instead of at once; its shard is returned only when that moves
+        its due time earlier.
         """
         shards: set[int] = set()
         with self._lock:
+            now = self._clock() if self.linger is not None else 0.0
             for key in self._index.candidates(queue, namespace, task):
                 entry = self._groups[key]
                 if at is not None and entry.wake_after is not None and entry.wake_after > at:
@@ -326,9 +420,62 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 if any(
                     s.matches(queue, partition, group, namespace, task) for s in entry.selectors
                 ):
-                    self._reset_locked(key, entry)
+                    if not entry.waiting:  # (linger) nobody waits now: what arrives meanwhile
+                        if self.linger is not None and group is None:
+                            entry.pending.arrived(partition, count, now, 1, self.linger)
+                        continue
+                    full = True
+                    if self.linger is not None:
+                        lingered = self._linger_locked(
+                            key, entry, partition, group is not None, count, now
+                        )
+                        if isinstance(lingered, bool):
+                            if lingered:
+                                shards.add(entry.shard)
+                            continue
+                        full = lingered is None
+                    self._reset_locked(key, entry, full)
                     shards.add(entry.shard)
         return shards
+
+    def _linger_locked(
+        self,
+        key: GroupingKey,
+        entry: _Group,
+        partition: str | None,
+        freed: bool,
+        count: int,
+        now: float,
+    ) -> bool | str | None:
+        """Apply a wake-up to a group, with linger: "now" when the group is due at once for
+        hinted messages (ripe already), None when at once for a full round (nothing
+        precise known); else the group is due when the messages are ripe, or earlier
+        already (due now, in a round, or on an earlier timer), and True when that moved
+        its due time earlier (wake its worker). Lock held."""
+        assert self.linger is not None
+        head = self._intentions[next(iter(entry.waiting))]
+        batch = self._batch_of(head)
+        if freed:
+            ripe = entry.pending.freed(partition, batch, self.linger)
+        else:
+            ripe = entry.pending.arrived(partition, count, now, batch, self.linger)
+        if ripe is None:
+            return None
+        ripe = min(ripe, head.deadline - DEADLINE_MARGIN_S)
+        if ripe <= now:
+            return "now"
+        entry.wake_after = None
+        if key in self._in_flight:
+            return False  # its round records the next ripe time
+        backoff = entry.backoff
+        due = backoff.due_at()
+        if due <= ripe and (due > now or entry.immediate):
+            return False  # due by then anyway
+        # Due later than ripe, or now only for a first check or the backoff's next look
+        # (which would find just these messages): due when they are ripe.
+        backoff.last_query = now
+        backoff.timer = ripe
+        return True
 
     # -- expiry and scheduling ----------------------------------------------------------
 
@@ -369,7 +516,10 @@ class PollIntentionRegistry(Generic[IntentionT]):
                 and now - group.backoff.last_accessed > max_age_s
             ]
             for key in stale:
-                del self._groups[key]
+                self._index.discard(key, self._groups.pop(key).selectors)
+            if self.linger is not None:
+                for group in self._groups.values():
+                    group.pending.forget_idle(now, self.linger)
             return len(stale)
 
     def stats(self) -> RegistryStats:
@@ -398,15 +548,20 @@ class PollIntentionRegistry(Generic[IntentionT]):
         self._live[group.shard] -= 1
         if not group.waiting:
             del self._active[group.shard][key]
-            self._index.discard(key, group.selectors)
-            group.selectors.clear()
+            if self.linger is None:
+                self._index.discard(key, group.selectors)
+                group.selectors.clear()
+            # (with linger the group stays indexed: its hints go on counting what arrives
+            # while its consumers are away, until it is cleaned up)
             group.backoff.last_accessed = self._clock()
         self._heaps[group.shard].maybe_compact(self._live[group.shard], self._is_live)
         return intention
 
-    def _reset_locked(self, key: GroupingKey, group: _Group) -> None:
+    def _reset_locked(self, key: GroupingKey, group: _Group, full: bool = True) -> None:
         self.policy.reset(group.backoff)
         group.wake_after = None
+        group.immediate = group.woken = True
+        group.full_round = group.full_round or full
         if key in self._in_flight:
             group.poked = True
 

@@ -8,6 +8,7 @@ from typing import Generic
 
 from .backoff import BackoffPolicy
 from .intention import IntentionT
+from .linger import LingerPolicy
 from .longpoll import LongPollService, Watch
 from .popper import Cover, CoveringPopper, Popper
 from .registry import PollIntentionRegistry
@@ -21,6 +22,7 @@ class PollStack(Generic[IntentionT]):
     ``cover`` (when other processes' wake-ups should reach this one) is asked before every
     pop to cover the selectors popped for (:class:`CoveringPopper`); the registry's
     :meth:`~PollIntentionRegistry.waiting_selectors` say what to keep covered meanwhile.
+    ``linger`` and ``batch_of`` (an intention's batch size): see linger.py.
 
     The pop long polls and the stream polls each build one (their own registry, workers
     and backoff) over the process's shared :class:`ResponseQueues`.
@@ -40,11 +42,17 @@ class PollStack(Generic[IntentionT]):
         due_on_ticks: bool = False,
         name: str = "queen-poll",
         cover: Cover | None = None,
+        linger: LingerPolicy | None = None,
+        batch_of: Callable[[IntentionT], int] | None = None,
     ) -> None:
         if cover is not None:
             popper = CoveringPopper(popper, cover)
         self.registry = PollIntentionRegistry[IntentionT](
-            capacity=capacity, policy=policy, worker_count=worker_count
+            capacity=capacity,
+            policy=policy,
+            worker_count=worker_count,
+            linger=linger,
+            batch_of=batch_of,
         )
         self.responses = responses
         self.popper = popper

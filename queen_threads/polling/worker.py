@@ -137,11 +137,20 @@ class PollWorker(Generic[IntentionT]):
             self._responses.post(intention.worker_id, intention.request_id, 204, None, ())
             self._count(timed_out=1)
         if self._checks_due(now):
-            due = self._registry.due_keys(self.index, now)
-            if len(due) == 1:
-                self._poll_group(due[0], now)
-            elif due:
-                self._poll_many(due, now)
+            # The groups a wake-up made due first, in a call of their own: their waiters
+            # should not wait for the backoff pops of idle groups (on time, however many);
+            # on ticks, every due group in one call.
+            registry = self._registry
+            rounds: Sequence[Sequence[GroupingKey]] = (
+                (registry.due_keys(self.index, now),)
+                if self._due_on_ticks
+                else registry.due_groups(self.index, now)
+            )
+            for due in rounds:
+                if len(due) == 1:
+                    self._poll_group(due[0], now)
+                elif due:
+                    self._poll_many(due, now)
         self._maybe_cleanup(now)
         return self._sleep_time(max(now, self._clock()))
 
@@ -154,19 +163,29 @@ class PollWorker(Generic[IntentionT]):
             if head is None:
                 return
             self._count(rounds=1)
-            had_messages, empty = self._drain(key, [head])
-            self._record(key, had_messages, now, empty)
+            taken: set[str] = set()
+            ripe = registry.linger_next(key, (), now)
+            had_messages, empty = self._drain(key, [head], now, taken, (ripe or [])[:1])
+            self._record(key, had_messages, now, empty, taken)
         finally:
             registry.unmark_in_flight(key)
 
     def _drain(
-        self, key: GroupingKey, first: Sequence[IntentionT]
+        self,
+        key: GroupingKey,
+        first: Sequence[IntentionT],
+        since: float,
+        taken: set[str],
+        partitions: Sequence[str] = (),
     ) -> tuple[bool, PopResult | None]:
         """Pop for the group's waiting intentions in FIFO order, a growing chunk at a time
         (``first``, then up to GROUP_CHUNK_MAX), until a pop comes back empty: a hot queue
         with thousands of idle waiters costs one small call per round, not one call
         carrying every waiter. Each chunk's delivered intentions leave the registry, so
-        the next chunk starts where this one ended, and the rest stay registered.
+        the next chunk starts where this one ended, and the rest stay registered. A
+        lingering group (linger.py) pops only its ripe partitions, one poll each (the first
+        chunk's from ``partitions``); the others wait until theirs are. ``taken`` collects
+        the partitions delivered from.
 
         Returns whether anything was delivered and the empty result that ended the drain
         (its hints: ``wake_after``, only meaningful when nothing was delivered, and the
@@ -175,7 +194,7 @@ class PollWorker(Generic[IntentionT]):
         delivered_any = False
         while chunk:
             try:
-                results = self._popper.pop_group(chunk)
+                results = self._popper.pop_group(chunk, partitions)
             except Exception:
                 log.exception("poll worker %d: pop failed for group %s", self.index, key)
                 self._count(errors=1)
@@ -183,23 +202,35 @@ class PollWorker(Generic[IntentionT]):
             self._count(pops=len(results))
             delivered = [result for result in results if result.has_messages]
             for result in delivered:
+                taken.update(result.partitions)
                 self._deliver(result)
             delivered_any = delivered_any or bool(delivered)
             if len(delivered) < len(chunk) or self._stopping.is_set():
                 # An empty pop: the group has nothing more now.
                 return delivered_any, next((r for r in results if not r.has_messages), None)
-            chunk = self._registry.intentions_for(key, min(GROUP_CHUNK_MAX, 4 * len(chunk)))
+            size = min(GROUP_CHUNK_MAX, 4 * len(chunk))
+            ripe = self._registry.linger_next(key, taken, since)
+            partitions = () if ripe is None else ripe[:size]
+            if ripe is not None:
+                size = len(partitions)
+            chunk = self._registry.intentions_for(key, size) if size else []
         return delivered_any, None
 
     def _record(
-        self, key: GroupingKey, had_messages: bool, now: float, empty: PopResult | None
+        self,
+        key: GroupingKey,
+        had_messages: bool,
+        now: float,
+        empty: PopResult | None,
+        taken: set[str],
     ) -> None:
         """Record a round's outcome with the hints of the empty result that ended it: its
         ``wake_after``, and its due time as the group's timer (a contended pop: the
         backoff's base interval, within which a concurrent lease has committed)."""
         if empty is None:
-            self._registry.record_round(key, had_messages, now)
+            self._registry.record_round(key, had_messages, now, taken=taken)
             return
+        emptied = empty.partitions  # a pop of named partitions: only they are stale
         timer = None
         if empty.due_in is not None or empty.contended:
             back = self._clock()  # the due time counts from when the result came back
@@ -209,7 +240,7 @@ class PollWorker(Generic[IntentionT]):
                 retry = back + self._registry.policy.base_ms / 1000.0
                 timer = retry if timer is None else min(timer, retry)
             self._count(timers=1)
-        self._registry.record_round(key, had_messages, now, empty.wake_after, timer)
+        self._registry.record_round(key, had_messages, now, empty.wake_after, timer, taken, emptied)
 
     def _poll_many(self, keys: Sequence[GroupingKey], now: float) -> None:
         """Several due groups: pop for each group's head intention in one database call
@@ -271,8 +302,10 @@ class PollWorker(Generic[IntentionT]):
     def _poll_heads(self, groups: Sequence[tuple[GroupingKey, IntentionT]], now: float) -> None:
         registry = self._registry
         self._count(rounds=len(groups))
+        ripe = [registry.linger_next(key, (), now) for key, _ in groups]
+        partitions = [r[0] if r else None for r in ripe]
         try:
-            results = self._popper.pop_heads([head for _, head in groups])
+            results = self._popper.pop_heads([head for _, head in groups], partitions)
         except Exception:
             log.exception("poll worker %d: pop failed for %d groups", self.index, len(groups))
             self._count(errors=1)
@@ -283,10 +316,15 @@ class PollWorker(Generic[IntentionT]):
         for (key, _), result in zip(groups, results, strict=False):
             had_messages = result.has_messages
             empty: PopResult | None = result
+            taken: set[str] = set()
             if had_messages:
+                taken.update(result.partitions)
                 self._deliver(result)
-                _, empty = self._drain(key, registry.intentions_for(key, 4))
-            self._record(key, had_messages, now, empty)
+                next_ripe = registry.linger_next(key, taken, now)
+                parts = () if next_ripe is None else next_ripe[:4]
+                more = registry.intentions_for(key, 4 if next_ripe is None else len(parts))
+                _, empty = self._drain(key, more, now, taken, parts)
+            self._record(key, had_messages, now, empty, taken)
 
     def _deliver(self, result: PopResult) -> None:
         intention = self._registry.remove(result.request_id)
@@ -434,16 +472,18 @@ class PollWorkerPool(Generic[IntentionT]):
         task: str | None = None,
         source: str = "push",
         at: float | None = None,
+        count: int = 1,
     ) -> set[int]:
         """Messages may be available: reset matching groups' backoff and wake their owners.
 
         Call on push (``group`` None), on an ack that frees a partition (``group`` set),
         and for LISTEN/NOTIFY and peer notifications. ``at``, the push's wall-clock time
         when known, lets groups with a later wake hint sleep on (see
-        :meth:`PollIntentionRegistry.reset_matching`). Returns the shards woken.
+        :meth:`PollIntentionRegistry.reset_matching`). ``count``: how many messages the push
+        stored there (linger's hints). Returns the shards woken.
         """
         shards = self.registry.reset_matching(
-            queue, partition, group, namespace=namespace, task=task, at=at
+            queue, partition, group, namespace=namespace, task=task, at=at, count=count
         )
         self.wake(shards, source)
         return shards

@@ -19,7 +19,8 @@ from queen_threads.metrics.counters import ProcessCounters
 from queen_threads.metrics.definitions import prom
 from queen_threads.metrics.labels import inc, inc_counts
 from queen_threads.metrics.minutes import QueueMinutes
-from queen_threads.polling import PollIntention, Response
+from queen_threads.polling import Response
+from queen_threads.queue.intention import PollIntention
 
 
 class QueueMetrics:

@@ -21,6 +21,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from queen_threads.queue.body import DEFAULT_PARTITION
+
 # Enough for every partition a busy process pops from and every lease it holds at once;
 # the oldest entries go first (a miss only costs the general call).
 CAPACITY = 65536
@@ -171,3 +173,56 @@ def merge_empty(first: dict[str, Any] | None, answer: dict[str, Any]) -> dict[st
     if "contended" in first or "contended" in answer:
         merged["contended"] = bool(first.get("contended")) or bool(answer.get("contended"))
     return merged
+
+
+class PartitionIds:
+    """The ids of the partitions this process pushed to, by (queue, partition) name, as
+    push answers gave them (an id never changes while its partition exists). A push whose
+    items all name one known partition goes to `queen.push_partition_v1` (on Citus: one
+    round trip, on the node that holds the partition). When that function declines (the
+    partition is gone, or its queue is capped, which only the general push can check), the
+    name is forgotten and not tried again for `pause_s`."""
+
+    def __init__(self, limit: int = 100_000, pause_s: float = 30.0) -> None:
+        self._ids: dict[tuple[str, str], str] = {}
+        self._paused: dict[tuple[str, str], float] = {}
+        self._limit = limit
+        self._pause_s = pause_s
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        return self._ids.get(key)
+
+    def learn(self, key: tuple[str, str], partition_id: str) -> None:
+        until = self._paused.get(key)
+        if until is not None:
+            if time.monotonic() < until:
+                return
+            self._paused.pop(key, None)
+        if len(self._ids) >= self._limit:
+            self._ids.clear()
+        self._ids[key] = partition_id
+
+    def paused(self, key: tuple[str, str]) -> bool:
+        until = self._paused.get(key)
+        return until is not None and time.monotonic() < until
+
+    def declined(self, key: tuple[str, str]) -> None:
+        self._ids.pop(key, None)
+        if len(self._paused) >= self._limit:
+            self._paused.clear()
+        self._paused[key] = time.monotonic() + self._pause_s
+
+
+def one_partition(items: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+    """The (queue, partition) every item names, or None when they name several."""
+    if not items:
+        return None
+    first = items[0]
+    queue = first.get("queue")
+    partition = first.get("partition") or DEFAULT_PARTITION
+    if not isinstance(queue, str) or not isinstance(partition, str):
+        return None
+    for item in items:
+        if item.get("queue") != queue or (item.get("partition") or DEFAULT_PARTITION) != partition:
+            return None
+    return queue, partition

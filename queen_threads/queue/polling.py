@@ -9,13 +9,13 @@ from typing import Any, Protocol
 from queen_threads.polling import (
     BackoffPolicy,
     Cover,
-    PollIntention,
+    LingerPolicy,
     PollStack,
-    PopRequest,
     Response,
     ResponseQueues,
     Watch,
 )
+from queen_threads.queue.intention import PollIntention, PopRequest
 from queen_threads.queue.popper import DbPopper
 from queen_threads.queue.store import QueueStore
 from queen_threads.settings import Settings
@@ -60,6 +60,8 @@ class PollingService(PollStack[PollIntention]):
             worker_interval_ms=settings.poll_worker_interval_ms,
             cleanup_threshold_s=settings.queue_backoff_cleanup_threshold_s,
             cover=cover,
+            linger=LingerPolicy(settings.poll_linger_max_ms / 1000.0),
+            batch_of=lambda intention: intention.request.batch,
         )
 
     def start(self) -> None:
@@ -108,6 +110,7 @@ class PollingService(PollStack[PollIntention]):
         if not isinstance(queue, str):
             return
         group = event.get("consumerGroup") if event.get("kind") == "free" else None
+        count = event.get("count")
         self.pool.notify(
             queue,
             event.get("partition"),
@@ -115,4 +118,5 @@ class PollingService(PollStack[PollIntention]):
             namespace=event.get("namespace") or None,
             task=event.get("task") or None,
             source=source,
+            count=count if isinstance(count, int) and count > 0 else 1,
         )

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import orjson
 
-from queen_threads.polling import PollIntention, PopResult
+from queen_threads.polling import PopResult
+from queen_threads.queue.intention import PollIntention
 from queen_threads.queue.store import QueueStore
 
 
@@ -23,6 +25,25 @@ def request_for(intention: PollIntention, idx: int, stop_on_empty: bool) -> dict
     )
     arguments["due"] = True
     return arguments
+
+
+def lock_order(intention: PollIntention) -> tuple[str, ...]:
+    """Where a head goes in a call of several groups' heads: by queue name (then namespace,
+    task, partition, consumer group). One call is one transaction, and a group's first pop
+    of a queue registers the group for it (`queen._register_group`) under the queue's
+    registration lock, held until the commit: two processes whose calls named the same
+    newly used queues in different orders (each its own registry's order) deadlocked, and
+    PostgreSQL ends a deadlock only after `deadlock_timeout` (1 s), with both poll workers
+    stuck and every wake-up of their groups waiting (issue 41). In one order everywhere
+    two calls can wait for each other, but never in a circle."""
+    request = intention.request
+    return (
+        request.queue or "",
+        request.namespace or "",
+        request.task or "",
+        request.partition or "",
+        request.consumer_group or "",
+    )
 
 
 def empty_result(request_id: str, result: dict[str, Any], took_s: float) -> PopResult:
@@ -74,19 +95,41 @@ class DbPopper:
     def __init__(self, store: QueueStore) -> None:
         self.store = store
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        return self._pop(intentions, stop_on_empty=True)
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
+        return self._pop(intentions, partitions, stop_on_empty=True)
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
-        return self._pop(intentions, stop_on_empty=False)
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
+        """The heads of several groups in one call, in `lock_order` (results in the order
+        given)."""
+        order = sorted(range(len(intentions)), key=lambda i: lock_order(intentions[i]))
+        named = list(partitions) + [None] * (len(intentions) - len(partitions))
+        popped = self._pop(
+            [intentions[i] for i in order], [named[i] for i in order], stop_on_empty=False
+        )
+        by_index = dict(zip(order, popped, strict=True))
+        return [by_index[i] for i in range(len(intentions))]
 
-    def _pop(self, intentions: Sequence[PollIntention], stop_on_empty: bool) -> list[PopResult]:
+    def _pop(
+        self,
+        intentions: Sequence[PollIntention],
+        partitions: Sequence[str | None],
+        stop_on_empty: bool,
+    ) -> list[PopResult]:
         requests = [request_for(i, idx, stop_on_empty) for idx, i in enumerate(intentions)]
+        for request, partition in zip(requests, partitions, strict=False):
+            # (linger) the partition whose messages are ripe: a pop of the whole queue would
+            # take whichever has waited longest, maybe one another process just took
+            if partition is not None and request["queue"] and request["partition"] is None:
+                request["partition"] = partition
         started = time.monotonic()
         results = self.store.pop(requests)
         took_s = time.monotonic() - started
         out: list[PopResult] = []
-        for intention, result in zip(intentions, results, strict=False):
+        for intention, request, result in zip(intentions, requests, results, strict=False):
             messages = result.get("messages") or []
             if messages:
                 out.append(
@@ -96,10 +139,14 @@ class DbPopper:
                         result_body(result),
                         lease_ids_of(result),
                         len(messages),
+                        partitions=tuple({m.get("partition") or "" for m in messages}),
                     )
                 )
             else:
-                out.append(empty_result(intention.request_id, result, took_s))
+                empty = empty_result(intention.request_id, result, took_s)
+                if partition := request.get("partition"):  # what came back empty, exactly
+                    empty = replace(empty, partitions=(partition,))
+                out.append(empty)
         return out
 
     def release(self, lease_ids: Sequence[str]) -> None:

@@ -74,6 +74,7 @@ class PushBatcher:
         self._pending: deque[_Ticket] = deque()
         self._busy: set[Hashable] = set()  # partitions of the calls in flight
         self._leaders = 0
+        self._waiters = 0  # requests waiting on the condition (nobody to notify: no notify)
         self._cond = threading.Condition(threading.Lock())
         self.calls = 0
         self.requests = 0
@@ -84,7 +85,11 @@ class PushBatcher:
             self._pending.append(ticket)
             self._promote()
             while not ticket.lead and ticket.results is None and ticket.error is None:
-                self._cond.wait()
+                self._waiters += 1
+                try:
+                    self._cond.wait()
+                finally:
+                    self._waiters -= 1
         if ticket.lead:
             self._lead(ticket)
         if ticket.error is not None:
@@ -102,7 +107,7 @@ class PushBatcher:
             if not ticket.lead and blocked.isdisjoint(ticket.keys):
                 ticket.lead = True
                 self._leaders += 1
-                self._cond.notify_all()
+                self._notify()
             blocked |= ticket.keys
 
     def _take(self, own: _Ticket) -> list[_Ticket]:
@@ -137,7 +142,12 @@ class PushBatcher:
                 self._busy.difference_update(*(t.keys for t in batch))
                 self._leaders -= 1
                 self._promote()
-                self._cond.notify_all()
+                self._notify()
+
+    def _notify(self) -> None:
+        """Wake the waiting requests to look at their tickets (lock held)."""
+        if self._waiters:
+            self._cond.notify_all()
 
     def _run(self, batch: list[_Ticket]) -> None:
         self.calls += 1

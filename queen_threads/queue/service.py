@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queen_threads.polling import PopRequest
+from queen_threads.queue.intention import PopRequest
 from queen_threads.queue.polling import PollingService
 from queen_threads.queue.push_batcher import PushBatcher
 from queen_threads.queue.store import QueueStore
@@ -48,8 +48,12 @@ class QueueService:
             sink(event)
 
     def _announce_pushed(self, pairs: list[tuple[str, str]]) -> None:
-        for queue, partition in dict.fromkeys(pairs):
-            self._announce({"kind": "push", "queue": queue, "partition": partition})
+        counts: dict[tuple[str, str], int] = {}
+        for pair in pairs:
+            counts[pair] = counts.get(pair, 0) + 1
+        for (queue, partition), count in counts.items():
+            self._announce({"kind": "push", "queue": queue, "partition": partition,
+                            "count": count})  # fmt: skip
 
     def announce_pushed(self, pairs: list[tuple[str, str]]) -> None:
         """Messages landed in these (queue, partition)s by another path (buffer replay)."""
@@ -71,12 +75,12 @@ class QueueService:
 
     def _push_direct(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         results = self.batcher.push(items)
-        queued = {
-            (item["queue"], item["partition"]): None
+        queued = [
+            (item["queue"], item["partition"])
             for item, result in zip(items, results, strict=False)
             if result.get("status") == "queued"
-        }
-        self._announce_pushed(list(queued))
+        ]
+        self._announce_pushed(queued)
         return results
 
     def ack(self, acks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,9 +1,13 @@
-"""One method per queue operation, one stored-function call (one round trip) each.
-
-The store is the only caller of the queue functions in `schema/functions/`. It adds what
-PostgreSQL cannot do itself: AES-GCM encryption of payloads and their decryption (a
-payload that cannot be decrypted goes out as `data: null` with a `decryptionError` marker,
-see crypto.open_message).
+"""One method per queue operation, over the queue functions of `schema/functions/`: the store
+is their only caller. A push, pop, ack or renewal is one stored-function call; it goes to
+the entry point of its one partition when it concerns one (queue/placement.py: on Citus
+that call runs on the partition's shard group, schema/citus/70_twins.sql), and on Citus a
+pop of a whole queue goes to one node after the other, each serving it from its own shard
+groups in one delegated call. A push to an encrypted queue first asks which queues are (one
+more call, only with a key). The store adds what PostgreSQL cannot do itself: AES-GCM
+encryption of payloads and their decryption (a payload that cannot be decrypted goes out as
+`data: null` with a `decryptionError` marker, see crypto.open_message). The wake-interest
+epoch each write returns goes to `saw_epoch` (wake/store.py).
 
 What the database did is told to an observer when there is one (queue/metrics.py counts
 it), one `if` per call; without one nothing is counted.
@@ -11,9 +15,7 @@ it), one `if` per call; without one nothing is counted.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -21,13 +23,15 @@ import orjson
 from queen_threads.crypto import PayloadCipher, open_message
 from queen_threads.db import Database
 from queen_threads.db.citus import CitusProbe
-from queen_threads.queue.body import DEFAULT_PARTITION, encryption_key_present
+from queen_threads.queue.body import encryption_key_present
 from queen_threads.queue.placement import (
     NodeAnchors,
+    PartitionIds,
     PartitionRoutes,
     ack_partition,
     candidate_key,
     merge_empty,
+    one_partition,
 )
 
 
@@ -75,59 +79,6 @@ class QueueObserver(Protocol):
     def decryption_failed(self, message: dict[str, Any], reason: str) -> None: ...
 
 
-class PartitionIds:
-    """The ids of the partitions this process pushed to, by (queue, partition) name, as
-    push answers gave them (an id never changes while its partition exists). A push whose
-    items all name one known partition goes to `queen.push_partition_v1` (on Citus: one
-    round trip, on the node that holds the partition). When that function declines (the
-    partition is gone, or its queue is capped, which only the general push can check), the
-    name is forgotten and not tried again for `pause_s`."""
-
-    def __init__(self, limit: int = 100_000, pause_s: float = 30.0) -> None:
-        self._ids: dict[tuple[str, str], str] = {}
-        self._paused: dict[tuple[str, str], float] = {}
-        self._limit = limit
-        self._pause_s = pause_s
-
-    def get(self, key: tuple[str, str]) -> str | None:
-        return self._ids.get(key)
-
-    def learn(self, key: tuple[str, str], partition_id: str) -> None:
-        until = self._paused.get(key)
-        if until is not None:
-            if time.monotonic() < until:
-                return
-            self._paused.pop(key, None)
-        if len(self._ids) >= self._limit:
-            self._ids.clear()
-        self._ids[key] = partition_id
-
-    def paused(self, key: tuple[str, str]) -> bool:
-        until = self._paused.get(key)
-        return until is not None and time.monotonic() < until
-
-    def declined(self, key: tuple[str, str]) -> None:
-        self._ids.pop(key, None)
-        if len(self._paused) >= self._limit:
-            self._paused.clear()
-        self._paused[key] = time.monotonic() + self._pause_s
-
-
-def one_partition(items: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
-    """The (queue, partition) every item names, or None when they name several."""
-    if not items:
-        return None
-    first = items[0]
-    queue = first.get("queue")
-    partition = first.get("partition") or DEFAULT_PARTITION
-    if not isinstance(queue, str) or not isinstance(partition, str):
-        return None
-    for item in items:
-        if item.get("queue") != queue or (item.get("partition") or DEFAULT_PARTITION) != partition:
-            return None
-    return queue, partition
-
-
 class QueueStore:
     """Queue operations over the database; values always travel as bind parameters."""
 
@@ -136,25 +87,20 @@ class QueueStore:
         db: Database,
         cipher: PayloadCipher | None = None,
         observer: QueueObserver | None = None,
+        saw_epoch: Callable[[int], None] = lambda _epoch: None,
     ) -> None:
         self.db = db
         self.cipher = cipher
         self.observer = observer
+        # The wake-interest epoch each push and ack returns (wake/store.py keeps the newest).
+        self._saw_wake_epoch = saw_epoch
         # The partitions of pops and leases, for the one-partition entry points
         # (queue/placement.py).
         self.routes = PartitionRoutes()
         # On Citus, the nodes a pop of a whole queue is sent to, one after the other.
         self.nodes = NodeAnchors(lambda: list(self.db.json("citus_node_anchors") or []))
-        # The newest wake-interest epoch a push or ack returned (wake/targets.py).
-        self.wake_epoch = 0
-        self._epoch_lock = threading.Lock()
         self.partition_ids = PartitionIds()
         self.citus = CitusProbe(db)
-
-    def _saw_wake_epoch(self, epoch: int) -> None:
-        with self._epoch_lock:
-            if epoch > self.wake_epoch:
-                self.wake_epoch = epoch
 
     # -- producers ------------------------------------------------------------------
     def push(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -356,29 +302,6 @@ class QueueStore:
         """The queues of `items` (anything with a "queue") whose payloads are stored
         encrypted: a timer's payload is sealed when it is scheduled."""
         return self._encrypted_queues(items)
-
-    def saw_wake_epoch(self, epoch: int) -> None:
-        """A write outside this store (a timer's fire) returned this wake-interest epoch."""
-        self._saw_wake_epoch(epoch)
-
-    def wake(self, batch: dict[str, Any]) -> int:
-        """NOTIFY other processes of wake-up events, after the commits that made them
-        (wake/notifier.py); {origin, events}. Returns how many were sent (those another
-        process waits for)."""
-        return int(self.db.call("wake_batch", batch))
-
-    def want_wakes(self, interest: dict[str, Any]) -> int:
-        """Say which wake-ups this process's long polls wait for (wake/interest.py);
-        {origin, ttlMs, selectors}. Committed when it returns."""
-        return int(self.db.call("wake_interest", interest))
-
-    def read_wake_interest(self, origin: str) -> dict[str, Any]:
-        """The other processes' live interest, as wake/targets.py keeps it."""
-        return dict(self.db.json("wake_interest_read", (origin,)))
-
-    def withdraw_wakes(self, origin: str) -> int:
-        """This process waits for no wake-up any more."""
-        return int(self.db.json("wake_interest_withdraw", (origin,)))
 
     def renew(self, lease_id: str, seconds: int | None) -> dict[str, Any]:
         body = {"leaseId": lease_id, "seconds": seconds}

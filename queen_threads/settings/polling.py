@@ -50,6 +50,13 @@ class PollingSettings:
     poll_db_interval_ms: int = env(
         "POLL_DB_INTERVAL", 100, integer(1), "Base (reset) interval between a group's queries, ms."
     )
+    poll_linger_max_ms: int = env(
+        "POLL_LINGER_MAX_MS",
+        20,
+        integer(0, 1000),
+        "Longest a message of a busy partition waits for more before its long poll is answered"
+        " (batches under load; 0: off; an idle queue's message never waits), ms.",
+    )
     queue_max_poll_interval_ms: int = env(
         "QUEUE_MAX_POLL_INTERVAL", 2000, integer(1), "Cap of a group's backoff interval, ms."
     )

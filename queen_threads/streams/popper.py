@@ -21,10 +21,14 @@ class StreamWindowPopper:
     def __init__(self, store: StreamStore) -> None:
         self.store = store
 
-    def pop_group(self, intentions: Sequence[StreamPollIntention]) -> list[PopResult]:
-        return self._poll(intentions, stop_on_empty=True)
+    def pop_group(
+        self, intentions: Sequence[StreamPollIntention], partitions: Sequence[str] = ()
+    ) -> list[PopResult]:
+        return self._poll(intentions, stop_on_empty=True)  # (no partitions: no linger)
 
-    def pop_heads(self, intentions: Sequence[StreamPollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[StreamPollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         return self._poll(intentions, stop_on_empty=False)
 
     def _poll(

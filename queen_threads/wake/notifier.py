@@ -26,6 +26,7 @@ commit and its wake-up.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -40,6 +41,11 @@ Wanted = Callable[[list[Event]], list[Event]]  # the events another process wait
 Relay = Callable[[list[Event]], list[Event]]  # delivers what it can; returns the rest
 
 MAX_PENDING = 10_000  # distinct events waiting; beyond it new ones are dropped (counted)
+# Under load (a flush within BUSY_S of the one before) the loop lets events pile up this
+# long before it takes them: one datagram, one NOTIFY carry many, and the siblings wake
+# once for them. A lone event (an idle instance) goes at once.
+BUSY_S = 0.010
+COALESCE_S = 0.002
 
 
 def _key(event: Event) -> Hashable:
@@ -81,8 +87,14 @@ class WakeNotifier:
             if len(self._pending) >= MAX_PENDING:
                 self.dropped += 1
                 return
-            self._pending[_key(event)] = event
-            self._loop.cond.notify()
+            key = _key(event)
+            earlier = self._pending.get(key)
+            if earlier is not None and "count" in earlier and "count" in event:
+                event = {**event, "count": earlier["count"] + event["count"]}  # linger's hint
+            first = not self._pending
+            self._pending[key] = event
+            if first:  # the loop waits only on an empty pile (a notify costs a lock check)
+                self._loop.cond.notify()
 
     def is_own(self, event: Event) -> bool:
         """Sent by this process (its poll workers were woken already)."""
@@ -106,8 +118,13 @@ class WakeNotifier:
             return events
 
     def _run(self) -> None:
+        last = -BUSY_S
         while (events := self._take()) is not None:
             self.flush(events)
+            now = time.monotonic()
+            if now - last < BUSY_S and not self._loop.stopping:
+                time.sleep(COALESCE_S)  # busy: the next take carries what came meanwhile
+            last = now
 
     def flush(self, events: list[Event]) -> None:
         """One call for the `events` another process waits for and the relay did not

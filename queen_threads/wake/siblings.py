@@ -30,6 +30,7 @@ import os
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -59,6 +60,9 @@ def sibling_dir(instance_port: int) -> str:
     return os.path.join(SHORT_TMP, name)
 
 
+CHECK_EVERY_S = 0.1
+
+
 def origin_of(path: str) -> str | None:
     """The origin in a socket's name (`w<pid>.<origin>.sock`), None for `w<pid>.sock`."""
     parts = os.path.basename(path).split(".")
@@ -82,6 +86,7 @@ class SiblingBus:
         self._out.settimeout(0.0)
         self._siblings: dict[str, str] = {}
         self._listed_at: int | None = None  # the folder's mtime when last listed
+        self._checked_at = -1.0  # monotonic time of the last look at the folder
 
     def broadcast(self, event: dict[str, Any]) -> None:
         data = orjson.dumps(event)
@@ -102,7 +107,14 @@ class SiblingBus:
 
     def siblings(self) -> dict[str, str]:
         """origin -> socket path of the other processes in the folder (listed again only
-        when the folder changed: a socket bound or removed)."""
+        when the folder changed: a socket bound or removed). The folder is looked at once
+        per CHECK_EVERY_S at most (a relay call per push under load): a sibling bound since
+        is reached through the database meanwhile, and one gone fails its send (and its
+        events go through the database too)."""
+        now = time.monotonic()
+        if now - self._checked_at < CHECK_EVERY_S:
+            return self._siblings
+        self._checked_at = now
         try:
             listed_at = os.stat(self.dir).st_mtime_ns
         except OSError:

@@ -29,7 +29,7 @@ import pytest
 
 from tests.acceptance.test_long_poll import SLOW_POLLING, wait_registered
 from tests.conftest import database_from_template
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, side_by_side
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
@@ -54,20 +54,14 @@ class Instances:
 
 @pytest.fixture(scope="module")
 def instances(pg_admin_dsn: str, template_db: str) -> Iterator[Instances]:
-    with database_from_template(pg_admin_dsn, template_db) as dsn:
-        servers = [ServerProcess(dsn, workers=2, **SLOW_POLLING) for _ in range(2)]
-        try:
-            for srv in servers:
-                srv.spawn()
-            for srv in servers:
-                srv.wait_healthy()
-            warm_up(servers)
-            found = Instances(servers, dsn)
-            yield found
-            found.db.close()
-        finally:
-            for srv in servers:
-                srv.stop()
+    with (
+        database_from_template(pg_admin_dsn, template_db) as dsn,
+        side_by_side(dsn, **SLOW_POLLING) as servers,
+    ):
+        warm_up(servers)
+        found = Instances(servers, dsn)
+        yield found
+        found.db.close()
 
 
 def warm_up(servers: list[ServerProcess]) -> None:

@@ -18,7 +18,6 @@ processes notify only where a process said it waits, by giving the poll stacks n
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import random
 import threading
@@ -34,7 +33,7 @@ import psycopg2.extensions
 import pytest
 
 from tests.acceptance.test_long_poll import SLOW_POLLING, Waiter
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, all_started
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
@@ -55,12 +54,7 @@ def instances(migrated_dsn: str) -> Iterator[list[ServerProcess]]:
     servers = [
         ServerProcess(migrated_dsn, workers=workers, **SLOW_POLLING) for workers in (2, 1, 1)
     ]
-    with contextlib.ExitStack() as stack:
-        for srv in servers:
-            srv.spawn()
-            stack.callback(srv.stop)
-        for srv in servers:
-            srv.wait_healthy()
+    with all_started(servers):
         yield servers
 
 

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.acceptance.test_long_poll import SLOW_POLLING, wait_registered
+from tests.acceptance.test_wake_instances import clients_by_worker
 from tests.support.server import ServerProcess
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
@@ -121,3 +122,62 @@ def test_another_instance_waiting_too_still_gets_its_notify(migrated_dsn: str) -
         while wake_batches(a.url) < 1 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert wake_batches(a.url) >= 1, "the other instance's wake-up went through NOTIFY"
+
+
+WAKE_PATH = (
+    "push_messages",
+    "push_partition",
+    "pop_batch",
+    "pop_partition",
+    "wake_batch",
+    "wake_interest",
+    "wake_interest_read",
+    "wake_epoch",
+)
+"""The statements a wake-up could cost: the push, the waiter's pop, the wake-up's own."""
+
+
+def statements(url: str) -> dict[str, float]:
+    """Calls of each statement of `WAKE_PATH`, summed over the instance's processes (the
+    query histograms are written as each call ends, not sampled)."""
+    text = httpx.get(f"{url}/metrics/prometheus", timeout=5).text
+    calls = dict.fromkeys(WAKE_PATH, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            name = sample.labels.get("query")
+            if sample.name == "queen_db_query_duration_seconds_count" and name in calls:
+                calls[name] += sample.value
+    return calls
+
+
+def test_a_wake_up_costs_no_statement_but_the_waiters_pop(migrated_dsn: str) -> None:
+    """From a push to its long poll's answer the server runs two statements, the push and
+    the waiter's pop, whether the waiter is in another worker process or the pusher's own:
+    no interest read, no NOTIFY, nothing between them (issue 41: the wake-up's latency
+    is the pop's). A push that returns a newer wake-interest epoch reads the others'
+    interest first (wake/targets.py): each process's first long poll on the queue moves
+    the epoch, so the third pass is the one measured."""
+    q = f"sib-{uuid.uuid4().hex[:10]}"
+    with (
+        ServerProcess(migrated_dsn, workers=2, **SLOW_POLLING) as srv,
+        ExitStack() as stack,
+    ):
+        (a, a2), (b, _) = clients_by_worker(stack, srv.url, 2)
+        pairs = [(a, b), (b, a), (a, a2)]  # (waiter, pusher): siblings both ways, one process
+        for n, (waiter, pusher) in enumerate(pairs * 3):
+            popped = statements(srv.url)["pop_batch"]
+            poll = LongPoll(waiter, q)
+            deadline = time.monotonic() + 10
+            while statements(srv.url)["pop_batch"] == popped:  # its first, empty pop is done
+                assert time.monotonic() < deadline, "the long poll was not popped for"
+                time.sleep(0.02)
+            before = statements(srv.url)
+            item = {"queue": q, "partition": f"p{n}", "payload": n}  # each poll leases its own
+            r = pusher.post("/api/v1/push", json={"items": [item]})
+            assert r.status_code == 201, r.text
+            assert poll.data() == n
+            after = statements(srv.url)
+            spent = {name: after[name] - before[name] for name in WAKE_PATH}
+            if n >= 2 * len(pairs):
+                pushed = spent.pop("push_messages") + spent.pop("push_partition")
+                assert pushed == 1 and spent == dict.fromkeys(spent, 0) | {"pop_batch": 1}, spent

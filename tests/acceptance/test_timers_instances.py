@@ -18,7 +18,7 @@ import psycopg2
 import pytest
 
 from tests.acceptance.test_long_poll import SLOW_POLLING
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, all_started
 
 pytestmark = pytest.mark.serial  # asserts latencies: alone under xdist (docs/testing.md)
 
@@ -36,13 +36,7 @@ def op(queue: str, key: str, delay_ms: int) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def instances(dsn: str, *envs: dict[str, Any]) -> Iterator[list[ServerProcess]]:
-    servers = [ServerProcess(dsn, workers=1, **env) for env in envs]
-    with contextlib.ExitStack() as stack:
-        for srv in servers:
-            srv.spawn()
-            stack.callback(srv.stop)
-        for srv in servers:
-            srv.wait_healthy()
+    with all_started([ServerProcess(dsn, workers=1, **env) for env in envs]) as servers:
         yield servers
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from queen_threads.db import Database
 from queen_threads.queue.store import QueueStore
+from queen_threads.wake.store import WakeStore
 
 
 class Recording:
@@ -34,7 +35,9 @@ def _pop(store: QueueStore, queue: str, partition: str | None, batch: int) -> di
 def test_a_known_partition_is_popped_acked_and_renewed_through_its_entry_points(
     database: Database,
 ) -> None:
-    store = QueueStore(database)
+    wakes = WakeStore(database)
+    store = QueueStore(database, saw_epoch=wakes.saw_epoch)
+    wakes.want({"origin": "elsewhere", "ttlMs": 60_000, "selectors": [{"queue": "x"}]})
     calls = Recording(database)
     store.push([{"queue": "ep", "partition": "a", "payload": n, "transactionId": f"t{n}"}
                 for n in range(5)])  # fmt: skip
@@ -55,7 +58,7 @@ def test_a_known_partition_is_popped_acked_and_renewed_through_its_entry_points(
     results = store.ack(acks)
     assert [r["status"] for r in results] == ["completed", "completed"]
     assert calls.names[-1] == "ack_partition"
-    assert store.wake_epoch >= 0
+    assert wakes.epoch >= 1  # the epoch each write returned reached the wake store
 
     second = _pop(store, "ep", "a", 10)
     assert [m["data"] for m in second["messages"]] == [2, 3, 4]

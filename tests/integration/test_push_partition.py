@@ -13,6 +13,7 @@ import psycopg2
 
 from queen_threads.db import Database
 from queen_threads.queue.store import QueueStore
+from queen_threads.wake.store import WakeStore
 from tests.integration.test_sql_queue_core import Conn, configure, push, sql
 
 
@@ -95,7 +96,9 @@ def test_it_declines_what_it_cannot_push_without_writing(pg_conn: Conn) -> None:
 
 
 def test_the_store_pushes_a_known_partition_by_its_id(database: Database, pg_conn: Conn) -> None:
-    store = QueueStore(database)
+    wakes = WakeStore(database)
+    store = QueueStore(database, saw_epoch=wakes.saw_epoch)
+    wakes.want({"origin": "elsewhere", "ttlMs": 60_000, "selectors": [{"queue": "x"}]})
     item = {"queue": "pp.store", "partition": "Default", "payload": 1, "transactionId": "x1"}
     first = store.push([item])
     pid = first[0]["partition_id"]
@@ -103,7 +106,7 @@ def test_the_store_pushes_a_known_partition_by_its_id(database: Database, pg_con
     second = store.push([{**item, "transactionId": "x2"}, {**item, "transactionId": "x1"}])
     assert [r["status"] for r in second] == ["queued", "duplicate"]
     assert second[1]["message_id"] == first[0]["message_id"]
-    assert store.wake_epoch >= 0
+    assert wakes.epoch >= 1  # the epoch each write returned reached the wake store
     # a capped queue: declined, pushed by the general push, not tried again for a while
     configure(pg_conn, "pp.store.capped", maxSize=1)
     capped = {**item, "queue": "pp.store.capped"}

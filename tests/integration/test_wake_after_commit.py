@@ -14,6 +14,7 @@ import psycopg2.extensions
 
 from queen_threads.db import Database
 from queen_threads.queue.store import QueueStore
+from queen_threads.wake.store import WakeStore
 
 Conn = psycopg2.extensions.connection
 
@@ -76,12 +77,12 @@ def test_wake_batch_notifies_every_wanted_event_with_namespace_task_and_origin(
     store = QueueStore(database)
     queue = f"ns{uuid.uuid4().hex[:6]}.task.q"
     store.push([item(queue)])  # creates the queue (namespace and task from its name)
-    store.want_wakes({"origin": "proc-2", "ttlMs": 60_000, "selectors": [{"queue": queue}]})
+    WakeStore(database).want({"origin": "proc-2", "ttlMs": 60_000, "selectors": [{"queue": queue}]})
     events = [
         {"kind": "push", "queue": queue, "partition": "P"},
         {"kind": "free", "queue": queue, "partition": "P", "consumerGroup": "g", "delayMs": 50},
     ]
-    assert store.wake({"origin": "proc-1", "events": events}) == 2
+    assert WakeStore(database).notify({"origin": "proc-1", "events": events}) == 2
     got = heard(listener)
     if len(got) < 2:
         got += heard(listener)

@@ -15,14 +15,20 @@ import pytest
 from queen_threads.db import Database
 from queen_threads.errors import DatabaseUnavailable
 from queen_threads.queue.store import QueueStore
+from queen_threads.wake.store import WakeStore
 from tests.integration.test_wake_after_commit import heard, item, listening
 
 Conn = psycopg2.extensions.connection
 
 
 @pytest.fixture
-def store(database: Database) -> QueueStore:
-    return QueueStore(database)
+def wakes(database: Database) -> WakeStore:
+    return WakeStore(database)
+
+
+@pytest.fixture
+def store(database: Database, wakes: WakeStore) -> QueueStore:
+    return QueueStore(database, saw_epoch=wakes.saw_epoch)
 
 
 def queue_in(namespace: str, task: str) -> str:
@@ -30,12 +36,14 @@ def queue_in(namespace: str, task: str) -> str:
 
 
 def want(store: QueueStore, origin: str, *selectors: dict[str, Any], ttl_ms: int = 60_000) -> int:
-    return store.want_wakes({"origin": origin, "ttlMs": ttl_ms, "selectors": list(selectors)})
+    return WakeStore(store.db).want(
+        {"origin": origin, "ttlMs": ttl_ms, "selectors": list(selectors)}
+    )
 
 
 def sent(store: QueueStore, origin: str, *queues: str) -> int:
     events = [{"kind": "push", "queue": queue, "partition": "P"} for queue in queues]
-    return store.wake({"origin": origin, "events": events})
+    return WakeStore(store.db).notify({"origin": origin, "events": events})
 
 
 def test_nobody_waiting_means_no_notify(migrated_dsn: str, store: QueueStore) -> None:
@@ -109,7 +117,7 @@ def test_withdrawing_deletes_only_that_process_rows(store: QueueStore, pg_conn: 
     store.push([item(queue)])
     want(store, "leaving", {"queue": queue}, {"namespace": "ns", "task": None})
     want(store, "staying", {"queue": queue})
-    assert store.withdraw_wakes("leaving") == 2
+    assert WakeStore(store.db).withdraw("leaving") == 2
     with pg_conn.cursor() as cur:
         cur.execute("SELECT origin FROM queen.wake_interest")
         assert cur.fetchall() == [("staying",)]
@@ -134,48 +142,54 @@ def test_rows_expired_an_hour_ago_are_deleted_by_the_next_registration(
 # -- the epoch: what a notifier's copy of the rows must be at least as new as ---------------
 
 
-def epoch_of_a_push(store: QueueStore, queue: str) -> int:
+def epoch_of_a_push(store: QueueStore, wakes: WakeStore, queue: str) -> int:
     store.push([item(queue)])
-    return store.wake_epoch
+    return wakes.epoch
 
 
-def test_pushes_and_acks_return_the_epoch_that_new_interest_moves_on(store: QueueStore) -> None:
+def test_pushes_and_acks_return_the_epoch_that_new_interest_moves_on(
+    store: QueueStore, wakes: WakeStore
+) -> None:
     queue = queue_in("ns", "t")
-    before = epoch_of_a_push(store, queue)
+    before = epoch_of_a_push(store, wakes, queue)
     want(store, "waiter", {"queue": queue})
-    after = epoch_of_a_push(store, queue)
+    after = epoch_of_a_push(store, wakes, queue)
     assert after == before + 1
     want(store, "waiter", {"queue": queue})  # a renewal of a live row changes nothing
-    assert epoch_of_a_push(store, queue) == after
+    assert epoch_of_a_push(store, wakes, queue) == after
     want(store, "waiter", {"namespace": "ns", "task": None})  # a new selector does
-    assert epoch_of_a_push(store, queue) == after + 1
-    store.withdraw_wakes("waiter")  # and so does withdrawing
+    assert epoch_of_a_push(store, wakes, queue) == after + 1
+    wakes.withdraw("waiter")  # and so does withdrawing
     [popped] = store.pop([{"queue": queue, "batch": 1, "leaseId": str(uuid.uuid4())}])
     [message] = popped["messages"]
     store.ack([{"transactionId": message["transactionId"],
                 "partitionId": message["partitionId"], "status": "completed",
                 "consumerGroup": "__QUEUE_MODE__", "leaseId": message["leaseId"]}])  # fmt: skip
-    assert store.wake_epoch == after + 2
+    assert wakes.epoch == after + 2
 
 
-def test_the_copy_a_notifier_reads_lists_other_processes_live_rows(store: QueueStore) -> None:
-    assert store.read_wake_interest("me") == {
+def test_the_copy_a_notifier_reads_lists_other_processes_live_rows(
+    store: QueueStore, wakes: WakeStore
+) -> None:
+    assert wakes.read("me") == {
         "epoch": 0, "queues": {}, "scopes": [], "ttlMs": None
     }  # fmt: skip
     want(store, "me", {"namespace": "x", "task": None})  # its own: not in its copy
     want(store, "other", {"queue": "a"}, {"queue": "b"}, ttl_ms=30_000)
     want(store, "third", {"queue": "a"})
     want(store, "expired", {"queue": "c"}, ttl_ms=0)
-    copy = store.read_wake_interest("me")
+    copy = wakes.read("me")
     assert sorted(copy["queues"]) == ["a", "b"] and copy["scopes"] == []
     assert 0 < copy["ttlMs"] <= 30_000
     assert copy["epoch"] == 4
-    assert store.read_wake_interest("other")["scopes"] == ["me"]
+    assert wakes.read("other")["scopes"] == ["me"]
     # who waits: the relay hands what only siblings wait for to them (wake/siblings.py)
     assert sorted(copy["queues"]["a"]) == ["other", "third"] and copy["queues"]["b"] == ["other"]
 
 
-def test_new_interest_waits_for_the_pushes_in_flight(migrated_dsn: str, store: QueueStore) -> None:
+def test_new_interest_waits_for_the_pushes_in_flight(
+    migrated_dsn: str, store: QueueStore, wakes: WakeStore
+) -> None:
     """The lock that makes the epoch safe: a push's transaction holds it shared until its
     commit, so new interest commits only after every push in flight, and its pop sees
     their messages; pushes after it return its epoch."""
@@ -199,7 +213,7 @@ def test_new_interest_waits_for_the_pushes_in_flight(migrated_dsn: str, store: Q
     pushing.commit()
     thread.join(5)
     assert registered.is_set()
-    assert epoch_of_a_push(store, queue_in("ns", "t")) == epoch + 1
+    assert epoch_of_a_push(store, wakes, queue_in("ns", "t")) == epoch + 1
     pushing.close()
 
 

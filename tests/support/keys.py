@@ -4,7 +4,7 @@ partition, group ``g``; ``nk("ns:*:g")`` is namespace ``ns``, any task, group ``
 
 from __future__ import annotations
 
-from queen_threads.polling import GroupKey
+from queen_threads.queue.intention import GroupKey
 
 
 def _key(kind: str, text: str) -> GroupKey:

@@ -11,9 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queen_threads.polling.intention import GroupKey, PollIntention
 from queen_threads.polling.popper import PopResult
-from queen_threads.polling.request import PopRequest
+from queen_threads.queue.intention import GroupKey, PollIntention, PopRequest
 
 __all__ = ["InMemoryPopper", "make_intention"]
 
@@ -65,7 +64,9 @@ class InMemoryPopper:
         with self._lock:
             self.available[key] = self.available.get(key, 0) + count
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             if self.fail_with is not None:
@@ -80,7 +81,9 @@ class InMemoryPopper:
             self.on_pop(intentions)
         return results
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             if self.fail_with is not None:
@@ -110,3 +113,63 @@ class InMemoryPopper:
         body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
         lease = f"lease-{next(self._leases)}"
         return PopResult(intention.request_id, 200, body, (lease,), count)
+
+
+class PartitionedPopper:
+    """A :class:`Popper` over messages per partition of one queue, for the linger: a pop
+    takes the partition whose oldest message has waited longest (the database's claim
+    order), up to the intention's batch, and says which partition it took. Calls record
+    the request ids and the partition each pop took (None: empty)."""
+
+    def __init__(self) -> None:
+        self.messages: dict[str, list[float]] = {}  # partition -> arrival times
+        self.calls: list[list[str]] = []
+        self.taken: list[str | None] = []
+        self.released: list[str] = []
+        self.on_pop: Callable[[Sequence[PollIntention]], None] | None = None
+        self._leases = itertools.count(1)
+
+    def add(self, partition: str, at: float, count: int = 1) -> None:
+        self.messages.setdefault(partition, []).extend([at] * count)
+
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
+        self.calls.append([it.request_id for it in intentions])
+        results: list[PopResult] = []
+        for i, intention in enumerate(intentions):
+            results.append(self._pop_one(intention, partitions[i] if i < len(partitions) else None))
+            if not results[-1].has_messages:
+                break
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
+        self.calls.append([it.request_id for it in intentions])
+        named = list(partitions) + [None] * (len(intentions) - len(partitions))
+        results = [self._pop_one(it, p) for it, p in zip(intentions, named, strict=True)]
+        if self.on_pop is not None:
+            self.on_pop(intentions)
+        return results
+
+    def release(self, lease_ids: Sequence[str]) -> None:
+        self.released.extend(lease_ids)
+
+    def _pop_one(self, intention: PollIntention, named: str | None = None) -> PopResult:
+        ready = [(times[0], p) for p, times in self.messages.items() if times]
+        if named is not None:  # a pop of that partition only
+            ready = [(at, p) for at, p in ready if p == named]
+        if not ready:
+            self.taken.append(None)
+            return PopResult(intention.request_id, 204, None, partitions=(named,) if named else ())
+        _, partition = min(ready)
+        times = self.messages[partition]
+        count = min(intention.request.batch, len(times))
+        del times[:count]
+        self.taken.append(partition)
+        body = json.dumps({"messages": [{"n": i} for i in range(count)]}).encode()
+        lease = f"lease-{next(self._leases)}"
+        return PopResult(intention.request_id, 200, body, (lease,), count, partitions=(partition,))

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import ssl
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -93,3 +95,24 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def all_started(servers: list[ServerProcess]) -> Iterator[list[ServerProcess]]:
+    """Several servers started side by side (each spawned, then each waited for), stopped at
+    the end of the block."""
+    with contextlib.ExitStack() as stack:
+        for srv in servers:
+            srv.spawn()
+            stack.callback(srv.stop)
+        for srv in servers:
+            srv.wait_healthy()
+        yield servers
+
+
+@contextlib.contextmanager
+def side_by_side(dsn: str, count: int = 2, **env: Any) -> Iterator[list[ServerProcess]]:
+    """`count` servers (two worker processes each) on one database, started together and
+    stopped at the end."""
+    with all_started([ServerProcess(dsn, workers=2, **env) for _ in range(count)]) as servers:
+        yield servers

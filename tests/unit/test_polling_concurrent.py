@@ -11,7 +11,6 @@ from collections.abc import Sequence
 import pytest
 
 from queen_threads.polling import (
-    PollIntention,
     PollIntentionRegistry,
     PollWorker,
     PollWorkerPool,
@@ -20,6 +19,7 @@ from queen_threads.polling import (
 )
 from queen_threads.polling.clock import ManualClock
 from queen_threads.polling.worker import HEAD_BATCH
+from queen_threads.queue.intention import PollIntention
 from tests.support.keys import qk
 from tests.support.polling_fakes import make_intention
 
@@ -39,7 +39,9 @@ class GatePopper:
         self.threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
 
-    def pop_heads(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.active += 1
             self.peak = max(self.peak, self.active)
@@ -54,7 +56,9 @@ class GatePopper:
             with self._lock:
                 self.active -= 1
 
-    def pop_group(self, intentions: Sequence[PollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[PollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         return self.pop_heads(intentions[:1])
 
     def release(self, lease_ids: Sequence[str]) -> None:

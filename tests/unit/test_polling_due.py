@@ -161,6 +161,7 @@ class Notified:
         namespace: str | None = None,
         task: str | None = None,
         source: str = "push",
+        count: int = 1,
     ) -> set[int]:
         self.calls.append((queue, partition, group, source))
         return set()

@@ -6,7 +6,8 @@ from functools import partial
 
 import pytest
 
-from queen_threads.polling import QUEUE_MODE, GroupKey, PopRequest, shard_of
+from queen_threads.polling import shard_of
+from queen_threads.queue.intention import QUEUE_MODE, GroupKey, PopRequest
 from queen_threads.queue.popper import request_for
 from tests.support.polling_fakes import make_intention
 

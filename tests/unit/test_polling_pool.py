@@ -15,12 +15,12 @@ import pytest
 
 from queen_threads.polling import (
     BackoffPolicy,
-    PollIntention,
     PollIntentionRegistry,
     PollWorkerPool,
     ResponseQueues,
     shard_of,
 )
+from queen_threads.queue.intention import PollIntention
 from tests.support.keys import qk
 from tests.support.polling_fakes import InMemoryPopper, make_intention
 

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from queen_threads.polling import GroupKey, shard_of
+from queen_threads.polling import shard_of
 from queen_threads.polling.sharding import key_bytes
+from queen_threads.queue.intention import GroupKey
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 KNOWN_KEY = GroupKey("queue", "orders", None, "__QUEUE_MODE__")
@@ -35,7 +36,8 @@ def test_the_encoding_is_unambiguous() -> None:
 @pytest.mark.parametrize("seed", ["1", "4242"])
 def test_known_key_maps_to_the_same_shard_in_another_process(seed: str) -> None:
     code = (
-        "from queen_threads.polling import GroupKey, shard_of; "
+        "from queen_threads.polling import shard_of; "
+        "from queen_threads.queue.intention import GroupKey; "
         f"k = {KNOWN_KEY!r}; print(shard_of(k, 8), shard_of(k, 3), hash(k))"
     )
     env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO_ROOT)}

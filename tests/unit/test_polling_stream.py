@@ -60,7 +60,9 @@ class WindowPopper:
         self._leases = itertools.count(1)
         self._lock = threading.Lock()
 
-    def pop_group(self, intentions: Sequence[StreamPollIntention]) -> list[PopResult]:
+    def pop_group(
+        self, intentions: Sequence[StreamPollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             results: list[PopResult] = []
@@ -70,7 +72,9 @@ class WindowPopper:
                     break
             return results
 
-    def pop_heads(self, intentions: Sequence[StreamPollIntention]) -> list[PopResult]:
+    def pop_heads(
+        self, intentions: Sequence[StreamPollIntention], partitions: Sequence[str | None] = ()
+    ) -> list[PopResult]:
         with self._lock:
             self.calls.append([it.request_id for it in intentions])
             return [self._lease(intention) for intention in intentions]

@@ -283,3 +283,19 @@ def test_failed_head_call_counts_as_an_empty_round_for_every_group(h: Harness) -
     assert h.worker.counters.errors == 1
     assert h.registry.size() == 2, "intentions stay registered"
     assert not h.registry.is_due(qk("a:*:g"), 0.05), "backoff applied"
+
+
+def test_woken_groups_are_popped_in_a_call_of_their_own_before_the_backoff_ones(
+    h: Harness,
+) -> None:
+    """A push's waiters do not wait for the backoff pops of idle groups: the groups a
+    wake-up made due go first, in their own call."""
+    for queue in ("idle1", "idle2", "busy"):
+        h.wait(f"{queue}-r", queue=queue)
+    h.worker.run_once(0.0)  # first checks: all empty, each group backs off (200 ms)
+    assert h.popper.calls == [["idle1-r", "idle2-r", "busy-r"]]
+    h.popper.add(qk("busy:*:g"), 1)
+    h.registry.reset_matching("busy")  # a push to "busy" wakes its group
+    h.worker.run_once(0.2)  # the idle groups' backoff came at the same moment
+    assert h.popper.calls[1:] == [["busy-r"], ["idle1-r", "idle2-r"]]
+    assert h.answer("busy-r") is not None

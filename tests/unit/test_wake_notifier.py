@@ -112,3 +112,35 @@ def test_a_filter_that_cannot_read_counts_the_events_as_failed() -> None:
     notifier = WakeNotifier(GatedSend(), origin="me", wanted=broken)
     notifier.flush([push("a"), push("b")])
     assert notifier.stats()["failed"] == 2
+
+
+def test_under_load_events_pile_up_before_the_next_call_and_counts_add_up(
+    monkeypatch: Any,
+) -> None:
+    """Two flushes close together mean load: the loop waits COALESCE_S before it takes
+    again, so what comes meanwhile goes in one call (and the sibling wakes once); a
+    push's count (linger's hint) adds up when its events merge."""
+    from queen_threads.wake import notifier as module
+
+    monkeypatch.setattr(module, "COALESCE_S", 0.5)  # room for this test's events, however slow
+    flushed = [threading.Event(), threading.Event()]
+    calls: list[list[dict[str, Any]]] = []
+
+    def send(batch: dict[str, Any]) -> int:
+        calls.append(batch["events"])
+        flushed[min(len(calls), 2) - 1].set()
+        return len(batch["events"])
+
+    notifier = WakeNotifier(send)
+    notifier.start()
+    try:
+        notifier(push("a"))
+        assert flushed[0].wait(5)
+        notifier(push("b"))
+        assert flushed[1].wait(5)  # two flushes in quick succession: busy
+        for queue in ("c", "d", "c"):
+            notifier({**push(queue), "count": 2})
+    finally:
+        notifier.stop()
+    assert calls[:2] == [[push("a")], [push("b")]]
+    assert calls[2:] == [[{**push("c"), "count": 4}, {**push("d"), "count": 2}]]

@@ -1,10 +1,16 @@
-"""What a pop asks for: built once from the HTTP request, carried unchanged to the poll
-worker and to the stored function."""
+"""What a pop asks for (``PopRequest``: built once from the HTTP request, carried unchanged
+to the poll worker and to the stored function) and a waiting long pop (``PollIntention``):
+the queue's own kind of the polling package's :class:`~queen_threads.polling.Intention`,
+as the streams keep theirs in ``streams/intention.py``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+from queen_threads.polling import GroupSelector
+
+__all__ = ["QUEUE_MODE", "GroupKey", "PollIntention", "PopRequest"]
 
 QUEUE_MODE = "__QUEUE_MODE__"
 """Consumer group of competing consumers that share one cursor (no ``consumerGroup``)."""
@@ -77,3 +83,50 @@ class PopRequest:
             "autopilotPartitions": self.autopilot_partitions,
             "conflation": self.conflation,
         }
+
+
+class GroupKey(NamedTuple):
+    """The grouping key of waiting long polls: a tuple, never a joined string, because
+    names may contain any character (queue ``a:b`` partition ``c`` and queue ``a``
+    partition ``b:c`` must not share a group), and ``kind`` keeps a queue apart from a
+    namespace of the same name. ``None`` is an unset part (a wildcard pop, a namespace
+    without a task), distinct from every name."""
+
+    kind: str  # "queue" or "namespace"
+    scope: str | None  # the queue, or the namespace
+    detail: str | None  # the partition, or the task
+    consumer_group: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PollIntention:
+    """One ``wait=true`` pop waiting in the registry until messages arrive or it expires.
+
+    ``request`` is the pop as the HTTP layer built it; ``worker_id`` names the response
+    queue of the HTTP worker that holds the request; ``deadline`` and ``created_at`` are
+    monotonic seconds (the registry's clock).
+    """
+
+    request_id: str
+    worker_id: int
+    request: PopRequest
+    deadline: float
+    created_at: float
+
+    def grouping_key(self) -> GroupKey:
+        """(queue, queue, partition, group) or (namespace, namespace, task, group)."""
+        r = self.request
+        if r.queue is not None:
+            return GroupKey("queue", r.queue, r.partition, r.consumer_group)
+        return GroupKey("namespace", r.namespace, r.task, r.consumer_group)
+
+    def selector(self) -> GroupSelector:
+        """What this intention waits for, for push wake-ups."""
+        r = self.request
+        if r.queue is not None:
+            return GroupSelector(r.queue, r.partition, None, None, r.consumer_group)
+        return GroupSelector(None, None, r.namespace, r.task, r.consumer_group)
+
+    def selectors(self) -> tuple[GroupSelector, ...]:
+        """The one selector of :meth:`selector` (the :class:`Intention` protocol)."""
+        return (self.selector(),)
