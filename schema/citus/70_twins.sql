@@ -554,20 +554,8 @@ END;
 $citus$;
 
 -- The entry points on Citus, delegated like the entries (registered once: see 40_delegate).
-DO $citus$
-DECLARE
-    f regprocedure;
-BEGIN
-    FOREACH f IN ARRAY ARRAY['queen.push_partition_v3_on_shard(uuid,text)',
-                             'queen.pop_partition_v1_on_shard(uuid,jsonb)',
-                             'queen.ack_partition_v2_on_shard(uuid,text)',
-                             'queen.renew_partition_v1_on_shard(uuid,jsonb)',
-                             'queen.pop_queue_on_node_v1(uuid,jsonb)']::regprocedure[] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_dist_object d
-                        WHERE d.classid = 'pg_proc'::regclass AND d.objid = f
-                          AND d.distribution_argument_index IS NOT NULL) THEN
-            PERFORM create_distributed_function(f, '$1', colocate_with := 'queen.messages');
-        END IF;
-    END LOOP;
-END;
-$citus$;
+SELECT queen._citus_delegate(ARRAY['queen.push_partition_v3_on_shard(uuid,text)',
+                                   'queen.pop_partition_v1_on_shard(uuid,jsonb)',
+                                   'queen.ack_partition_v2_on_shard(uuid,text)',
+                                   'queen.renew_partition_v1_on_shard(uuid,jsonb)',
+                                   'queen.pop_queue_on_node_v1(uuid,jsonb)']::regprocedure[]);
