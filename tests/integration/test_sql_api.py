@@ -73,6 +73,23 @@ def test_sql_produced_messages_are_popped_over_http_in_order_with_their_ids(
     assert messages[3]["transactionId"] == answer[0]["transaction_id"]
 
 
+def test_a_produce_across_partitions_stores_each_item_where_it_names(
+    app: SqlFace, api: falcon.testing.TestClient
+) -> None:
+    """The first item's partition exists (the push by its id is tried first and declines):
+    every item still lands in its own partition, in order, none twice."""
+    q = qname()
+    app.produce_one(q, "seed", "A")
+    items = [{"queue": q, "partition": p, "payload": f"{p}{i}"}
+             for i, p in enumerate(["A", "B", "A", "", "B"])]  # fmt: skip
+    answer = app.call("produce", items)
+    app.commit()
+    assert [a["status"] for a in answer] == ["queued"] * 5
+    by_part = {p: [m["data"] for m in http_pop(api, f"{q}/partition/{p}")] for p in "AB"}
+    assert by_part == {"A": ["seed", "A0", "A2"], "B": ["B1", "B4"]}
+    assert [m["data"] for m in http_pop(api, q)] == ["3"]  # "" is Default, as a push says
+
+
 def test_http_pushed_messages_are_consumed_and_committed_from_sql(
     app: SqlFace, api: falcon.testing.TestClient
 ) -> None:
