@@ -212,16 +212,24 @@ class PopAckRunner(OpRunner):
             await prefill_queue(self.ctx, self.queue, s.scale_prefill, s.scale_partitions)
             # the round-trip window's own messages (the measured window may drain the queue),
             # and for named partitions one more batch each: a first pop teaches the server
-            # the partition's id (before that it cannot send the pop to the partition's node)
-            extra = s.scale_partitions if self.named else 0
+            # the partition's id (before that it cannot send the pop to the partition's node);
+            # for the queue one more batch: its first pop registers the group (`prime`)
+            extra = s.scale_partitions if self.named else 1
             await prefill_queue(
                 self.ctx, self.count_queue, (s.scale_count_requests + extra) * s.pop_batch,
                 s.scale_partitions,
             )  # fmt: skip
             self.conns = await self.ctx.connect(s.scale_consumers)
-            for p in range(extra):  # on the connection (server process) that counts
+            for p in range(extra if self.named else 0):  # on the connection that counts
                 messages = await self._pop(self.conns[0], self.count_queue, f"p{p}")
                 await ack_messages(self.conns[0], messages, None, now())
+
+    async def prime(self) -> None:
+        # a pop of the queue: the group's first pop of a queue registers it (its cursor rows
+        # on every shard), once per queue and group, not the steady path counted after it
+        if not self.named:
+            messages = await self._pop(self.conns[0], self.count_queue)
+            await ack_messages(self.conns[0], messages, None, now())
 
     async def _pop(
         self, conn: Connection, queue: str, partition: str | None = None

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 SCENARIOS = (
     "a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
-    "s", "t", "u", "w", "x", "y", "z",
+    "s", "t", "u", "v", "w", "x", "y", "z",
 )  # fmt: skip
 # On request only: (i) starts 2 servers, (j) fills the database with a week of analytics,
 # (k) and (l) (streams) and (t) (timers) take a minute or more each; (m) key/value and locks;
@@ -15,6 +15,7 @@ SCENARIOS = (
 # streaming SDK, a test extra); (w) retry lateness; (n) partitions scaling (fills 56,000
 # partitions per way of popping); (x) mixed load (a few minutes); (y) its 10-minute memory run;
 # (z) Citus against plain PostgreSQL 15 (starts a local Citus cluster and a PostgreSQL 15);
+# (v) Citus with 1 and 2 workers under the same CPU quota per node (cgroups, as root);
 # (q) SQL cost per call of push, pop and ack (starts a PostgreSQL of its own);
 # (o) Queen's SQL API against the HTTP push (needs the server's database).
 DEFAULT_SCENARIOS = ("a", "b", "c", "d", "e", "f", "g", "h")
@@ -127,6 +128,8 @@ class Sizes:
     scale_prefill: int = 20_000  # (z): messages in the pop + ack queue (it may drain early)
     scale_count_requests: int = 20  # (z): requests sent one by one with remote-command logging
     scale_ops: tuple[str, ...] = ()  # (z): only these operations (empty: all)
+    capacity_cpu: float = 0.25  # (v): each node's CPU quota, a fraction of a core
+    capacity_prefill: int = 60_000  # (v): messages in the pop + ack queue
     sqlcost_calls: int = 200  # (q): timed pushes of each kind per round (pops: a quarter)
     sqlcost_count_calls: int = 10  # (q): calls of each kind counted by pg_stat_statements
     sqlcost_partitions: int = 10_000  # (q): partitions added for the large size
@@ -180,6 +183,7 @@ QUICK = Sizes(
     mixed_long_edge_s=10.0,
     scale_prefill=5_000,
     scale_count_requests=5,
+    capacity_prefill=20_000,
     sqlcost_calls=120,
     sqlcost_count_calls=5,
     sqlcost_rounds=2,
@@ -407,6 +411,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="(z): messages in the pop + ack queue of each side (20,000, quick 5,000)",
     )
     p.add_argument(
+        "--capacity-cpu",
+        type=_positive_float,
+        help="(v): each node's CPU quota, a fraction of a core (0.25)",
+    )
+    p.add_argument(
+        "--capacity-prefill",
+        type=_positive_int,
+        help="(v): messages in the pop + ack queue of each configuration (60,000, quick 20,000)",
+    )
+    p.add_argument(
         "--sqlcost-baseline",
         help="(q): a checkout of another revision (e.g. `git worktree add /tmp/base main`),"
         " migrated into a database of its own and measured beside this one, alternating",
@@ -521,6 +535,8 @@ def parse_args(argv: list[str]) -> Options:
         ("mixed_long_duration", "mixed_long_s"),
         ("scale_ops", "scale_ops"),
         ("scale_prefill", "scale_prefill"),
+        ("capacity_cpu", "capacity_cpu"),
+        ("capacity_prefill", "capacity_prefill"),
         ("sqlcost_baseline", "sqlcost_baseline"),
         ("sqlcost_calls", "sqlcost_calls"),
         ("sqlcost_partitions", "sqlcost_partitions"),

@@ -5,7 +5,8 @@ key/value and locks (docs/kv.md), (p) the pop autopilot against fixed settings (
 (docs/streams.md), (t) timers (docs/timers.md), (u) ephemeral against durable queues
 (docs/ephemeral.md), (w) retry redelivery lateness (docs/architecture.md, "Due times"), and
 issue 31's (n) partitions scaling, (x) mixed load and (y) its ten-minute memory run, and
-issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md),
+issue 33's (z) queen-threads on Citus against plain PostgreSQL 15 (docs/scaling.md), issue
+44's (v) what a Citus cluster carries with 1 and 2 workers under the same CPU quota,
 issue 41's (q) SQL cost per call of push, pop and ack, and issue 43's (o) Queen's SQL API
 against the HTTP push (docs/sql.md)."""
 
@@ -15,6 +16,7 @@ from bench import (
     analytics,
     autopilot,
     autopilot_run,
+    citus_capacity,
     citus_scale,
     consume,
     due,
@@ -104,6 +106,12 @@ SCENARIOS: dict[str, Scenario] = {
             "Citus against plain PostgreSQL 15: CPU and round trips per operation",
             citus_scale.scale_figures,
             citus_scale.citus_scale,
+        ),
+        Scenario(
+            "v",
+            "Citus with 1 and 2 workers, every node held to the same CPU",
+            citus_capacity.capacity_figures,
+            citus_capacity.citus_capacity,
         ),
     )
 }

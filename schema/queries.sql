@@ -68,8 +68,9 @@ SELECT queen._wake_epoch(), queen.push_partition_v3(%s::uuid, %s::text);
 -- name: push_partition_delegated
 -- The same on Citus: the call alone, so that Citus delegates it to the node that holds
 -- the partition (schema/citus/30_push.sql); the epoch comes after its commit
--- (wake_epoch, queen_threads/db/citus.py).
-SELECT queen.push_partition_v3(%s::uuid, %s::text);
+-- (wake_epoch, queen_threads/db/citus.py). Its entry point there runs the twin of
+-- push_partition_v3 on the partition's shard group (schema/citus/70_twins.sql).
+SELECT queen.push_partition_v3_on_shard(%s::uuid, %s::text);
 
 -- name: partition_id
 -- On Citus, before the delegated push of a partition the server has no id for: its id,
@@ -102,6 +103,29 @@ SELECT queen.ack_partition_v2(%s::uuid, %s::text);
 -- name: renew_partition
 -- A lease renewal where the lease is held on one partition (as pop_partition).
 SELECT queen.renew_partition_v1(%s::uuid, %s::jsonb);
+
+-- name: pop_queue_on_node
+-- On Citus, a pop of a whole queue served by the node that holds the anchor's shard group,
+-- from its own shards (schema/citus/70_twins.sql); NULL: pop with pop_batch.
+SELECT queen.pop_queue_on_node_v1(%s::uuid, %s::jsonb);
+
+-- name: citus_node_anchors
+-- On Citus, one anchor (a queen.shard_anchors id) per node that holds shard groups: a JSON
+-- array.
+SELECT queen.citus_node_anchors_v1();
+
+-- name: pop_partition_on_shard
+-- pop_partition on Citus: the entry point that runs the twin of pop_partition_v1 on the
+-- partition's shard group, else pop_partition_v1 itself (schema/citus/70_twins.sql).
+SELECT queen.pop_partition_v1_on_shard(%s::uuid, %s::jsonb);
+
+-- name: ack_partition_on_shard
+-- ack_partition on Citus (as pop_partition_on_shard).
+SELECT queen.ack_partition_v2_on_shard(%s::uuid, %s::text);
+
+-- name: renew_partition_on_shard
+-- renew_partition on Citus (as pop_partition_on_shard).
+SELECT queen.renew_partition_v1_on_shard(%s::uuid, %s::jsonb);
 
 -- name: ack_messages
 -- The server wakes long polls itself after the commit (queen._wake, wake/notifier.py);
@@ -141,6 +165,16 @@ WITH meta AS (
     DELETE FROM queen.queues WHERE name = %(name)s RETURNING 1
 )
 SELECT count(*) > 0 FROM gone;
+
+-- name: citus_queue_partitions
+-- On Citus, first in a queue's deletion: its partitions, their pushes held
+-- (schema/citus/30_push.sql).
+SELECT queen.citus_queue_partitions(%s);
+
+-- name: delete_queue_messages
+-- On Citus, last in a queue's deletion: the messages of its partitions (no foreign key
+-- cascades to them there, schema/citus/30_push.sql).
+DELETE FROM queen.messages WHERE partition_id = ANY (%s::uuid[]);
 
 -- ===== admin =====
 -- Statements of the administration routes (queen_threads/admin/store.py is their only

@@ -13,11 +13,12 @@ decides what it does). An ack names its partition itself.
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from queen_threads.queue.body import DEFAULT_PARTITION
@@ -102,9 +103,9 @@ QUEUE_MODE = "__QUEUE_MODE__"
 
 
 def candidate_key(request: dict[str, Any]) -> tuple[str, str] | None:
-    """(queue, group) for a pop of one whole queue that a candidate partition can serve:
-    no partition, namespace or task named, one partition wanted, no autopilot or conflation
-    (those read the whole queue)."""
+    """(queue, group) for a pop of one whole queue that one node's shards can serve
+    (`NodeAnchors`): no partition, namespace or task named, one partition wanted, no
+    autopilot or conflation (those read the whole queue)."""
     queue = request.get("queue")
     if not isinstance(queue, str) or not queue:
         return None
@@ -118,41 +119,60 @@ def candidate_key(request: dict[str, Any]) -> tuple[str, str] | None:
     return (queue, group) if isinstance(group, str) else None
 
 
-class ReadyCandidates:
-    """On Citus, the ready partitions a pop of a whole queue read and did not take (its
-    answer's `candidates`, in claim order), kept briefly per (queue, group): the next pops of
-    that queue try them one by one through the partition's entry point (one round trip, on
-    the partition's worker) before they read the queue's ready index again (a statement on
-    every shard). Each partition is tried once; a partition that has become ready since waits
-    at most until the list is used up or `ttl_s` has passed."""
+class NodeAnchors:
+    """On Citus: one partition id per node that holds shard groups
+    (`queen.citus_node_anchors_v1`): a pop of a whole queue is sent to one node after the
+    other by them (`queen.pop_queue_on_node_v1` serves it from that node's shards, in one
+    round trip). Read from the database at first use and again every `ttl_s` (shards that
+    moved only make two anchors lead to one node until then: every call still runs where its
+    anchor's shard is). The node each (queue, group)'s next pop starts at turns round, so
+    the pops of a queue spread over the nodes."""
 
-    def __init__(self, ttl_s: float = 1.0, capacity: int = 4096) -> None:
+    def __init__(
+        self, load: Callable[[], list[str]], ttl_s: float = 30.0, capacity: int = 4096
+    ) -> None:
+        self._load = load
         self._ttl_s = ttl_s
         self._capacity = capacity
-        self._lists: OrderedDict[tuple[str, str], tuple[float, list[str]]] = OrderedDict()
+        self._anchors: list[str] = []
+        self._until = 0.0
+        self._turns: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def offer(self, key: tuple[str, str], pids: Iterable[Any]) -> None:
-        fresh = [p for p in pids if partition_id(p) is not None]
+    def order(self, key: tuple[str, str]) -> list[str]:
+        """The anchors, starting at the node this key's pop goes to first."""
+        anchors = self._current()
+        if not anchors:
+            return []
         with self._lock:
-            if not fresh:
-                self._lists.pop(key, None)
-                return
-            self._lists[key] = (time.monotonic() + self._ttl_s, fresh)
-            self._lists.move_to_end(key)
-            while len(self._lists) > self._capacity:
-                self._lists.popitem(last=False)
+            turn = self._turns.pop(key, random.randrange(len(anchors)))
+            self._turns[key] = turn + 1
+            while len(self._turns) > self._capacity:
+                self._turns.popitem(last=False)
+        start = turn % len(anchors)
+        return anchors[start:] + anchors[:start]
 
-    def take(self, key: tuple[str, str]) -> str | None:
-        with self._lock:
-            entry = self._lists.get(key)
-            if entry is None:
-                return None
-            until, pids = entry
-            if time.monotonic() >= until or not pids:
-                del self._lists[key]
-                return None
-            return pids.pop(0)
+    def _current(self) -> list[str]:
+        now = time.monotonic()
+        if now >= self._until:
+            anchors = [a for a in self._load() if partition_id(a) is not None]
+            with self._lock:
+                self._anchors, self._until = anchors, now + self._ttl_s
+        return self._anchors
+
+
+def merge_empty(first: dict[str, Any] | None, answer: dict[str, Any]) -> dict[str, Any]:
+    """Two nodes' empty answers to one pop as one: the earlier due time (a long poll's),
+    contended when either was."""
+    if first is None:
+        return dict(answer)
+    dues = [d for d in (first.get("dueInMs"), answer.get("dueInMs")) if d is not None]
+    merged = dict(first)
+    if "dueInMs" in first or "dueInMs" in answer:
+        merged["dueInMs"] = min(dues) if dues else None
+    if "contended" in first or "contended" in answer:
+        merged["contended"] = bool(first.get("contended")) or bool(answer.get("contended"))
+    return merged
 
 
 class PartitionIds:

@@ -1,13 +1,13 @@
-"""One method per queue operation, over the queue functions of `schema/functions/`: the
-store is their only caller. A push, pop, ack or renewal is one stored-function call; it
-goes to the entry point of its one partition when it concerns one (queue/placement.py: on
-Citus that call is delegated to the node that holds the partition), and on Citus a pop
-of a whole queue first tries the ready partitions an earlier pop left, one delegated call
-each. A push to an encrypted queue first asks which queues are (one more call, only with
-a key). The store adds what PostgreSQL cannot do itself: AES-GCM encryption of payloads
-and their decryption (a payload that cannot be decrypted goes out as `data: null` with a
-`decryptionError` marker, see crypto.open_message). The wake-interest epoch each write
-returns goes to `saw_epoch` (wake/store.py).
+"""One method per queue operation, over the queue functions of `schema/functions/`: the store
+is their only caller. A push, pop, ack or renewal is one stored-function call; it goes to
+the entry point of its one partition when it concerns one (queue/placement.py: on Citus
+that call runs on the partition's shard group, schema/citus/70_twins.sql), and on Citus a
+pop of a whole queue goes to one node after the other, each serving it from its own shard
+groups in one delegated call. A push to an encrypted queue first asks which queues are (one
+more call, only with a key). The store adds what PostgreSQL cannot do itself: AES-GCM
+encryption of payloads and their decryption (a payload that cannot be decrypted goes out as
+`data: null` with a `decryptionError` marker, see crypto.open_message). The wake-interest
+epoch each write returns goes to `saw_epoch` (wake/store.py).
 
 What the database did is told to an observer when there is one (queue/metrics.py counts
 it), one `if` per call; without one nothing is counted.
@@ -25,11 +25,12 @@ from queen_threads.db import Database
 from queen_threads.db.citus import CitusProbe
 from queen_threads.queue.body import encryption_key_present
 from queen_threads.queue.placement import (
+    NodeAnchors,
     PartitionIds,
     PartitionRoutes,
-    ReadyCandidates,
     ack_partition,
     candidate_key,
+    merge_empty,
     one_partition,
 )
 
@@ -96,8 +97,8 @@ class QueueStore:
         # The partitions of pops and leases, for the one-partition entry points
         # (queue/placement.py).
         self.routes = PartitionRoutes()
-        # On Citus, the ready partitions that pops of a whole queue read and did not take.
-        self.candidates = ReadyCandidates()
+        # On Citus, the nodes a pop of a whole queue is sent to, one after the other.
+        self.nodes = NodeAnchors(lambda: list(self.db.json("citus_node_anchors") or []))
         self.partition_ids = PartitionIds()
         self.citus = CitusProbe(db)
 
@@ -191,7 +192,7 @@ class QueueStore:
         if pid is not None:
             results = [self._pop_one_partition(pid, requests[0])]
         elif self.citus():
-            results = self._pop_with_candidates(requests)
+            results = self._pop_on_nodes(requests)
         else:
             results = self.db.call("pop_batch", list(requests))
         self.routes.learn(requests, results)
@@ -202,42 +203,42 @@ class QueueStore:
             self.observer.popped(results)
         return results
 
-    def _pop_one_partition(self, pid: str, request: dict[str, Any]) -> dict[str, Any]:
-        return dict(self.db.json("pop_partition", (pid, orjson.dumps(request).decode())))
+    def _on_shard(self, name: str) -> str:
+        """A one-partition statement's name; on Citus its entry point that runs on the
+        partition's shard group (schema/citus/70_twins.sql)."""
+        return f"{name}_on_shard" if self.citus() else name
 
-    def _pop_with_candidates(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-        """On Citus: a pop of a whole queue first tries the candidates an earlier pop of it
-        left (`ReadyCandidates`), each on its partition's worker; what they do not serve
-        goes to the general pop, whose answers leave candidates for the next ones."""
-        served: list[dict[str, Any] | None] = [self._pop_candidate(r) for r in requests]
+    def _pop_one_partition(self, pid: str, request: dict[str, Any]) -> dict[str, Any]:
+        request_text = orjson.dumps(request).decode()
+        return dict(self.db.json(self._on_shard("pop_partition"), (pid, request_text)))
+
+    def _pop_on_nodes(self, requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """On Citus: a pop of a whole queue goes to one node after the other, each serving it
+        from its own shards (one round trip each, `NodeAnchors`); the others, and those a
+        node could not answer, go to the general pop (which reads every shard)."""
+        served = [self._pop_queue_on_nodes(r) for r in requests]
         rest = [r for r, got in zip(requests, served, strict=True) if got is None]
         if rest:
-            asked = [{**r, "wantCandidates": True} if candidate_key(r) else r for r in rest]
-            answers = iter(self.db.call("pop_batch", asked))
-            for i, request in enumerate(requests):
-                if served[i] is None:
-                    answer = next(answers)
-                    left = answer.pop("candidates", None)
-                    key = candidate_key(request)
-                    if key is not None and left is not None:
-                        self.candidates.offer(key, left)
-                    served[i] = answer
+            answers = iter(self.db.call("pop_batch", rest))
+            served = [got if got is not None else next(answers) for got in served]
         return [got for got in served if got is not None]
 
-    def _pop_candidate(self, request: dict[str, Any], tries: int = 3) -> dict[str, Any] | None:
-        """What the first of up to `tries` candidates of the request's queue gives (None: no
-        candidate gave anything; nothing was leased)."""
+    def _pop_queue_on_nodes(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        """The first node's answer that delivers, else the nodes' empty answers as one; None
+        when the request is not one a node serves, or a node could not answer it."""
         key = candidate_key(request)
         if key is None:
             return None
-        for _ in range(tries):
-            pid = self.candidates.take(key)
-            if pid is None:
+        text = orjson.dumps(request).decode()
+        empty = None
+        for anchor in self.nodes.order(key):
+            answer = self.db.json("pop_queue_on_node", (anchor, text))
+            if answer is None:
                 return None
-            result = self._pop_one_partition(pid, {**request, "candidate": pid, "due": False})
-            if result.get("messages"):
-                return result
-        return None
+            if answer.get("messages"):
+                return dict(answer)
+            empty = merge_empty(empty, answer)
+        return empty
 
     def _pop_partition(self, request: dict[str, Any]) -> str | None:
         """The id of the one partition `request` pops from, when this process knows it
@@ -258,7 +259,8 @@ class QueueStore:
         if pid is None:
             rows, epoch = self.db.call_and("ack_messages", {"acks": acks})
         else:  # one partition: its entry point
-            answer = self.db.json("ack_partition", (pid, orjson.dumps({"acks": acks}).decode()))
+            body = orjson.dumps({"acks": acks}).decode()
+            answer = self.db.json(self._on_shard("ack_partition"), (pid, body))
             rows, epoch = answer["results"], answer["wakeEpoch"]
             if epoch is None:  # it ran on a Citus worker: the epoch as of after its commit
                 epoch = self.db.value("wake_epoch")
@@ -306,7 +308,8 @@ class QueueStore:
         pid = self.routes.of_lease(lease_id)
         if pid is None:
             return dict(self.db.call("renew_lease", body))
-        return dict(self.db.json("renew_partition", (pid, orjson.dumps(body).decode())))
+        text = orjson.dumps(body).decode()
+        return dict(self.db.json(self._on_shard("renew_partition"), (pid, text)))
 
     def release_leases(self, lease_ids: Sequence[str]) -> int:
         """Give leases back (client gone): their messages go to the next consumer now."""
@@ -321,4 +324,13 @@ class QueueStore:
         return dict(self.db.call("configure_queue", body))
 
     def delete_queue(self, name: str) -> bool:
-        return bool(self.db.value("delete_queue", {"name": name}))
+        if not self.citus():
+            return bool(self.db.value("delete_queue", {"name": name}))
+        # On Citus the messages go too, in the same transaction (no foreign key cascades
+        # to them there: schema/citus/30_push.sql).
+        with self.db.transaction() as tx:
+            pids = tx.value("citus_queue_partitions", (name,)) or []
+            existed = bool(tx.value("delete_queue", {"name": name}))
+            if pids:
+                tx.execute("delete_queue_messages", (pids,))
+        return existed

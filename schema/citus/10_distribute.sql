@@ -17,8 +17,8 @@
 -- foreign key between distributed tables to include it: keys that lack partition_id get it.
 -- Triggers on distributed and reference tables fire on the shards (worker side), where a
 -- statement on another table is a distributed statement of its own: the triggers that
--- touch other tables are dropped here and replaced (a co-located foreign key for the
--- cascade to messages; what is left is listed in docs/scaling.md).
+-- touch other tables are dropped here (a queue's messages are deleted with it by the server:
+-- queen_threads/queue/store.py, delete_queue; what is left is listed in docs/scaling.md).
 
 SET LOCAL citus.enable_unsafe_triggers = on;
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';
@@ -85,8 +85,8 @@ BEGIN
     ALTER TABLE queen.message_traces DROP CONSTRAINT message_traces_pkey,
         ADD PRIMARY KEY (partition_id, id);
 
-    -- Triggers that reach other tables from a shard (see above). Deleting partitions
-    -- deletes their messages through a co-located foreign key instead (4).
+    -- Triggers that reach other tables from a shard (see above). The messages of deleted
+    -- partitions are deleted by the queue's deletion itself (30_push.sql).
     DROP TRIGGER IF EXISTS partitions_drop_messages ON queen.partitions;
     DROP TRIGGER IF EXISTS queues_drop_metadata ON queen.queues;
     -- A statement trigger's transition table cannot be read on a shard ("unrecognized RTE
@@ -112,8 +112,6 @@ BEGIN
     --    on the distribution column.
     ALTER TABLE queen.partitions ADD CONSTRAINT partitions_queue_id_fkey
         FOREIGN KEY (queue_id) REFERENCES queen.queues (id) ON DELETE CASCADE;
-    ALTER TABLE queen.messages ADD CONSTRAINT messages_partition_id_fkey
-        FOREIGN KEY (partition_id) REFERENCES queen.partitions (id) ON DELETE CASCADE;
     ALTER TABLE queen.partition_consumers ADD CONSTRAINT partition_consumers_partition_id_fkey
         FOREIGN KEY (partition_id) REFERENCES queen.partitions (id) ON DELETE CASCADE;
     ALTER TABLE queen.partition_lookup ADD CONSTRAINT partition_lookup_partition_id_fkey

@@ -57,7 +57,11 @@ BEGIN
         RETURN '[]'::json;
     END IF;
     v_pairs := queen._push_pairs(p_items);
-    v_pairs := queen._push_prepare(v_pairs, p_partition);
+    IF p_partition IS NULL THEN
+        v_pairs := queen._push_prepare(v_pairs);
+    ELSE  -- (one partition's step only: on Citus its shard group's, schema/citus/70_twins.sql)
+        v_pairs := queen._push_reserve(v_pairs, p_partition);
+    END IF;
     IF v_pairs IS NULL THEN
         RETURN NULL;
     END IF;
@@ -91,6 +95,34 @@ BEGIN
 END;
 $$;
 
+-- queen._push_prepare's step for the one partition p_partition the caller says every item
+-- names: NULL, with nothing written, unless the items name exactly that existing partition of
+-- an uncapped queue; then only that partition's counters row is written, by its key (on
+-- Citus, where the call was delegated to the partition's node, a statement on that node
+-- only). The pairs as _push_prepare answers them.
+CREATE OR REPLACE FUNCTION queen._push_reserve(p_pairs jsonb, p_partition uuid)
+RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now  timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
+    v_next bigint;
+BEGIN
+    IF jsonb_array_length(p_pairs) <> 1 OR NOT EXISTS (
+           SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+            WHERE p.id = p_partition AND q.name = p_pairs -> 0 ->> 0
+              AND p.name = p_pairs -> 0 ->> 1 AND q.max_queue_size <= 0) THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
+    VALUES (p_partition, (p_pairs -> 0 ->> 3)::bigint - (p_pairs -> 0 ->> 2)::bigint + 1, v_now)
+    ON CONFLICT (partition_id) DO UPDATE
+       SET next_offset = pc.next_offset + EXCLUDED.next_offset,
+           last_activity = EXCLUDED.last_activity
+    RETURNING pc.next_offset INTO v_next;
+    RETURN jsonb_build_array(p_pairs -> 0 || jsonb_build_array(p_partition, v_next));
+END;
+$$;
+
 DROP FUNCTION IF EXISTS queen._push_prepare(jsonb);
 -- The request's pairs, each with its partition and reservation:
 -- [queue, partition, first, last, partition_id (NULL: no such queue), next_offset after
@@ -107,27 +139,13 @@ DECLARE
     v_pairs jsonb := p_pairs;
     v_now   timestamptz := clock_timestamp();  -- (Citus: no volatile call in a write)
     v_out   jsonb;
-    v_next  bigint;
     v_next_by_id jsonb;
     v_missing_q boolean;
     v_missing_p boolean;
     v_capped    boolean;
 BEGIN
     IF p_partition IS NOT NULL THEN
-        IF jsonb_array_length(v_pairs) <> 1 OR NOT EXISTS (
-               SELECT 1 FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
-                WHERE p.id = p_partition AND q.name = v_pairs -> 0 ->> 0
-                  AND p.name = v_pairs -> 0 ->> 1 AND q.max_queue_size <= 0) THEN
-            RETURN NULL;
-        END IF;
-        INSERT INTO queen.partition_counters AS pc (partition_id, next_offset, last_activity)
-        VALUES (p_partition,
-                (v_pairs -> 0 ->> 3)::bigint - (v_pairs -> 0 ->> 2)::bigint + 1, v_now)
-        ON CONFLICT (partition_id) DO UPDATE
-           SET next_offset = pc.next_offset + EXCLUDED.next_offset,
-               last_activity = EXCLUDED.last_activity
-        RETURNING pc.next_offset INTO v_next;
-        RETURN jsonb_build_array(v_pairs -> 0 || jsonb_build_array(p_partition, v_next));
+        RETURN queen._push_reserve(v_pairs, p_partition);
     END IF;
     -- 1. Missing queues (namespace/task derived from the dotted name), in a stable order.
     --    (Queues and partitions are rarely new: the inserts run only when one is missing.)

@@ -115,12 +115,12 @@ $$;
 -- nobody holds (FOR UPDATE SKIP LOCKED, every condition checked again on the locked row),
 -- and what the claimed partition gives (queen._pop_take_with). Cost: O(log P) per claim
 -- for a queue of P partitions (27_pop_ready.sql, migration 0019).
--- A queue's pop (of the queue, or of one of its partitions), what nearly every pop is,
--- finds what the scope steps find in five statements in one by the queue's key (issue 41):
--- the queue and its options, whether the group's subscription is recorded for this key,
--- whether a conflation policy is stored, whether the group is registered for the queue,
--- and the named partition's id. Other pops (a namespace, a task, a candidate) take the
--- scope steps (queen._pop_scope_steps).
+-- A queue's pop (of the queue, of one of its partitions, or of a candidate partition of it),
+-- what nearly every pop is, finds what the scope steps find in five statements in one by
+-- the queue's key (issue 41): the queue and its options, whether the group's subscription
+-- is recorded for this key, whether a conflation policy is stored, whether the group is
+-- registered for the queue, and the named partition's id. Other pops (a namespace, a task)
+-- take the scope steps (queen._pop_scope_steps).
 CREATE OR REPLACE FUNCTION queen._pop_one(p_req jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql AS $$
@@ -171,8 +171,9 @@ BEGIN
     v_lease_txt := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
     v_budget := v_remaining;
 
-    IF v_queue IS NOT NULL AND v_ns IS NULL AND v_task IS NULL AND v_only IS NULL THEN
-        -- A queue's pop: its definitions and the group's state in one statement.
+    IF v_queue IS NOT NULL AND v_ns IS NULL AND v_task IS NULL THEN
+        -- A queue's pop (of the queue, one of its partitions, or a candidate of it): its
+        -- definitions and the group's state in one statement.
         SELECT q.id, q.lease_time, q.delayed_processing, q.max_wait_time_seconds,
                q.window_buffer,
                EXISTS (SELECT 1 FROM queen.conflation_groups g
@@ -213,7 +214,10 @@ BEGIN
             IF v_pid IS NOT NULL THEN
                 v_max_parts := 1;
                 PERFORM queen._cursor_row(v_pid, v_group);
-            ELSIF NOT v_def.registered THEN
+            ELSIF v_only IS NOT NULL THEN
+                v_max_parts := 1;  -- (a candidate: the claim checks its queue)
+            END IF;
+            IF v_pid IS NULL AND NOT v_def.registered THEN
                 PERFORM 1 FROM queen.partition_lookup pl WHERE pl.queue_id = v_def.id LIMIT 1;
                 IF FOUND THEN
                     PERFORM queen._register_group(v_qids, v_group);

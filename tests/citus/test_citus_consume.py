@@ -4,7 +4,8 @@ workers, in order per partition, never two consumers on one partition; retries t
 the dead-letter queue; a transaction's ack and push on two workers committed or rolled
 back as a whole; and a pop, an ack and a renewal of one partition each one delegated call
 on the worker that holds the partition (queen.pop_partition_v1, ack_partition_v2,
-renew_partition_v1; schema/citus/40_delegate.sql)."""
+renew_partition_v1 through their entry points on Citus, schema/citus/70_twins.sql); a pop of
+a whole queue one call on a node at a time (queen.pop_queue_on_node_v1)."""
 
 from __future__ import annotations
 
@@ -374,9 +375,9 @@ def test_one_partition_operations_are_one_call_on_the_worker_that_holds_it(
             assert got is not None and [m["data"] for m in got["messages"]] == [2, 3]
         text = logged()
     # the server knew the partition from the push's answer: every pop of it delegated
-    assert _remote_calls(text, "pop_partition_v1") == [(pid, holder), (pid, holder)]
-    assert _remote_calls(text, "ack_partition_v2") == [(pid, holder)]
-    assert _remote_calls(text, "renew_partition_v1") == [(pid, holder)]
+    assert _remote_calls(text, "pop_partition_v1_on_shard") == [(pid, holder), (pid, holder)]
+    assert _remote_calls(text, "ack_partition_v2_on_shard") == [(pid, holder)]
+    assert _remote_calls(text, "renew_partition_v1_on_shard") == [(pid, holder)]
 
 
 def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
@@ -418,33 +419,39 @@ def test_a_delegated_pop_and_ack_send_nothing_else_from_the_coordinator(
         conn.close()
 
 
-def test_pops_of_a_queue_take_the_candidates_an_earlier_pop_left_on_their_workers(
+def test_pops_of_a_queue_go_to_one_node_after_the_other_without_reading_every_shard(
     citus_cluster: CitusCluster, citus_dsn: str
 ) -> None:
-    """A pop of a whole queue reads the ready index on every shard; the ready partitions it
-    did not take come back with its answer, and the next pops of the queue try them one by
-    one, each a delegated call on the partition's worker: 8 one-message partitions are
-    drained by 1 pop over the shards and 7 delegated ones, each partition once."""
+    """A pop of a whole queue is sent to one node at a time (queen.pop_queue_on_node_v1, a
+    delegated call by a node's anchor), which serves it from its own shards: after the
+    first pop (the group's registration for the queue, which reaches every node through
+    Citus) 8 one-message partitions are drained with at most 2 calls a pop, each on its
+    anchor's node, and no statement the coordinator sends reads a shard of the ready index
+    itself; each partition is delivered once, and the queue then answers empty."""
     q = _name()
     with _remote_command_log(citus_cluster, citus_dsn) as logged:
         with (
             ServerProcess(citus_dsn, workers=1) as srv,
             httpx.Client(base_url=srv.url, timeout=30) as client,
         ):
-            _push(client, [{"queue": q, "partition": f"p{n}", "payload": n} for n in range(8)])
-            got = []
+            _push(client, [{"queue": q, "partition": f"p{n}", "payload": n} for n in range(9)])
+            first = _pop(client, f"/api/v1/pop/queue/{q}", batch=1)
+            assert first is not None and len(first["messages"]) == 1, first
+            before = len(logged())
+            got = list(first["messages"])
             for _ in range(8):
                 popped = _pop(client, f"/api/v1/pop/queue/{q}", batch=1)
                 assert popped is not None and len(popped["messages"]) == 1, popped
                 assert "candidates" not in popped
                 got += popped["messages"]
+            drained = len(logged())
             assert _pop(client, f"/api/v1/pop/queue/{q}", batch=1, wait="false") is None
             r = client.post("/api/v1/ack/batch", json={"acknowledgments": _acks(got)})
             assert all(x["success"] for x in r.json()), r.text
         text = logged()
-    assert sorted(m["data"] for m in got) == list(range(8))
-    delegated = _remote_calls(text, "pop_partition_v1")
-    assert len(delegated) == 7, delegated
-    pids = {m["partitionId"] for m in got}
-    assert {pid for pid, _ in delegated} <= pids and len({pid for pid, _ in delegated}) == 7
-    assert all(port == _holder(citus_dsn, pid) for pid, port in delegated)
+    assert sorted(m["data"] for m in got) == list(range(9))
+    pops = text[before:drained]
+    calls = _remote_calls(pops, "pop_queue_on_node_v1")
+    assert 8 <= len(calls) <= 16, calls
+    assert all(port == _holder(citus_dsn, anchor) for anchor, port in calls)
+    assert "partition_consumers_" not in pops

@@ -25,7 +25,10 @@ ROUNDS = 3
 
 @pytest.fixture
 def server(citus_dsn: str, tmp_path: Path) -> Iterator[ServerProcess]:
-    with ServerProcess(citus_dsn, FILE_BUFFER_DIR=str(tmp_path / "buffers"),
+    # One worker process: healthy means its start-up migration is done. (A second process
+    # may still be migrating when the test stops a worker; a migration needs every node, so
+    # that process would answer 503 until the worker is back.)
+    with ServerProcess(citus_dsn, workers=1, FILE_BUFFER_DIR=str(tmp_path / "buffers"),
                        FILE_BUFFER_FLUSH_MS="100") as srv:  # fmt: skip
         yield srv
 

@@ -299,7 +299,7 @@ def test_a_push_to_a_known_partition_is_one_delegated_call_on_its_worker(
     conn.close()
     assert len(sent) == 1, sent
     assert sent[0][0] == port
-    assert sent[0][1].startswith("SELECT queen.push_partition_v3(")
+    assert sent[0][1].startswith("SELECT queen.push_partition_v3_on_shard(")
     rows = json.loads(text)
     assert [r[0] for r in rows] == ["queued", "queued"]
     assert [int(r[1]) // WORKER_IDS for r in rows] == [group, group]

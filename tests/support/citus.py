@@ -157,9 +157,10 @@ class CitusCluster:
         if proc.returncode != 0:
             raise RuntimeError(f"{node} did not start: {err.strip()}")
 
-    def create_database(self, name: str) -> str:
-        """A database on every node with the extension, the nodes registered; its DSN on
-        the coordinator. (Registration is per database, and so is the extension.)"""
+    def create_database(self, name: str, workers: int = 2) -> str:
+        """A database on every node with the extension, the nodes registered (the first
+        `workers` workers); its DSN on the coordinator. (Registration is per database, and
+        so is the extension.)"""
         for node in NODES:
             conn = _autocommit(self.dsn(node))
             try:
@@ -180,7 +181,7 @@ class CitusCluster:
                     "SELECT citus_set_coordinator_host('127.0.0.1', %s)",
                     (self.ports["coordinator"],),
                 )
-                for node in NODES[1:]:
+                for node in NODES[1 : 1 + workers]:
                     cur.execute("SELECT citus_add_node('127.0.0.1', %s)", (self.ports[node],))
         finally:
             conn.close()

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import uuid
 
-from queen_threads.queue.placement import PartitionRoutes, ack_partition, partition_id
+from queen_threads.queue.placement import (
+    NodeAnchors,
+    PartitionRoutes,
+    ack_partition,
+    merge_empty,
+    partition_id,
+)
 
 P1, P2 = str(uuid.uuid4()), str(uuid.uuid4())
 
@@ -56,3 +62,34 @@ def test_an_ack_concerns_one_partition_when_every_item_names_the_same_id() -> No
     assert ack_partition([{"partitionId": "not-a-uuid"}]) is None
     assert ack_partition([{}]) is None
     assert partition_id(None) is None
+
+
+def test_the_pops_of_a_queue_turn_round_the_nodes() -> None:
+    """NodeAnchors: every node once per pop, starting one node further each time for a key;
+    read once until its time runs out; ids that are not partition ids left out."""
+    loads: list[int] = []
+
+    def load() -> list[str]:
+        loads.append(1)
+        return [P1, P2, "not-a-uuid"]
+
+    nodes = NodeAnchors(load, ttl_s=60)
+    first = nodes.order(("q", "g"))
+    second = nodes.order(("q", "g"))
+    assert sorted(first) == sorted([P1, P2]) and second == first[1:] + first[:1]
+    assert nodes.order(("q", "g")) == first
+    assert len(loads) == 1
+    assert NodeAnchors(lambda: []).order(("q", "g")) == []
+
+
+def test_the_nodes_empty_answers_keep_the_earliest_due_time() -> None:
+    a = {"messages": [], "dueInMs": 500, "contended": False}
+    b = {"messages": [], "dueInMs": None, "contended": True}
+    assert merge_empty(None, a) == a
+    assert merge_empty(a, b) == {"messages": [], "dueInMs": 500, "contended": True}
+    assert merge_empty(b, {"messages": [], "dueInMs": 200}) == {
+        "messages": [],
+        "dueInMs": 200,
+        "contended": True,
+    }
+    assert merge_empty({"messages": []}, {"messages": []}) == {"messages": []}
