@@ -64,6 +64,14 @@ def expand_push_results(
     return results
 
 
+# The one-partition statements' Citus twins (schema/queries.sql), each named in full.
+ON_SHARD = {
+    "pop_partition": "pop_partition_on_shard",
+    "ack_partition": "ack_partition_on_shard",
+    "renew_partition": "renew_partition_on_shard",
+}
+
+
 class QueueObserver(Protocol):
     """Sees what the database did (queue/metrics.py counts it): each method hears one
     call's input and answer, after the call returned."""
@@ -206,7 +214,7 @@ class QueueStore:
     def _on_shard(self, name: str) -> str:
         """A one-partition statement's name; on Citus its entry point that runs on the
         partition's shard group (schema/citus/70_twins.sql)."""
-        return f"{name}_on_shard" if self.citus() else name
+        return ON_SHARD[name] if self.citus() else name
 
     def _pop_one_partition(self, pid: str, request: dict[str, Any]) -> dict[str, Any]:
         request_text = orjson.dumps(request).decode()

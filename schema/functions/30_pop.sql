@@ -136,7 +136,7 @@ DECLARE
     v_auto       boolean := coalesce(queen._jbool(p_req -> 'autoAck', false), false);
     v_lease      uuid := coalesce(queen._try_uuid(p_req ->> 'leaseId'), gen_random_uuid());
     v_lease_secs integer := nullif(greatest(coalesce(queen._jint(p_req -> 'leaseSeconds', 0), 0), 0), 0);
-    v_lease_txt  text;
+    v_lease_txt  text := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
     v_qids       uuid[] := '{}';
     v_pid        uuid;      -- a pop of one partition
     -- a queue-wide pop that tries one partition only (a candidate an earlier answer named)
@@ -156,7 +156,7 @@ DECLARE
     v_ap_batch   boolean := coalesce(queen._jbool(p_req -> 'autopilotBatch', false), false);
     v_ap_parts   boolean := coalesce(queen._jbool(p_req -> 'autopilotPartitions', false), false);
     v_ap_done    boolean := false;
-    v_budget     integer;
+    v_budget     integer := v_remaining;
     -- conflation (queen._conflation): newest message per partition only
     v_conf       boolean := false;
     v_conflict   boolean := false;
@@ -168,12 +168,8 @@ DECLARE
     v_result     jsonb;
     v_due        boolean;
 BEGIN
-    v_lease_txt := CASE WHEN v_auto THEN '' ELSE v_lease::text END;
-    v_budget := v_remaining;
-
     IF v_queue IS NOT NULL AND v_ns IS NULL AND v_task IS NULL THEN
-        -- A queue's pop (of the queue, one of its partitions, or a candidate of it): its
-        -- definitions and the group's state in one statement.
+        -- A queue's pop: its definitions and the group's state in one statement.
         SELECT q.id, q.lease_time, q.delayed_processing, q.max_wait_time_seconds,
                q.window_buffer,
                EXISTS (SELECT 1 FROM queen.conflation_groups g
@@ -255,10 +251,8 @@ BEGIN
             v_remaining := v_budget;
         END IF;
 
-        -- 2. Claim the first candidate nobody else holds; the generated available_at says
-        --    again, on the locked row version, that the group may take it now. One
-        --    statement per candidate, keyed by its partition: on Citus each one runs on the
-        --    worker that holds the partition (a row lock must name one shard).
+        -- 2. Claim the first candidate nobody else holds (available_at checked again on the
+        --    locked row), one statement per candidate, by its key (on Citus: its worker).
         v_found := false;
         FOREACH v_cand IN ARRAY v_cands LOOP
             v_tried := v_tried || v_cand;
